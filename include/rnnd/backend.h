@@ -1,0 +1,62 @@
+/* backend.h — the compute interface the trainer drives: forward + backward
+ * of the whole model on one packed batch, and evaluation. The CPU backend is
+ * the reference; the CUDA backend (a later issue) implements the same ops and
+ * must compute the same function.
+ *
+ * Parameters and gradients are flat fp32 buffers in rnnd_layout order. A
+ * backend is created for a capacity (largest batch the sampler can produce)
+ * and allocates all its memory then; train/eval never allocate. */
+#ifndef RNND_BACKEND_H
+#define RNND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnnd/batch.h"
+#include "rnnd/model.h"
+
+/* What keys dropout: masks are a pure function of these plus the piece id,
+ * layer slot, position in the piece and unit index. */
+typedef struct {
+  uint64_t seed;
+  int64_t step;
+  float p;      /* drop probability; 0 disables */
+} rnnd_dropout;
+
+typedef struct rnnd_backend rnnd_backend;
+
+typedef struct {
+  const char *name;
+  /* Adds loss_weight * d(sum of target NLL)/d(params) into grads and returns
+   * the sum of target NLL (in double). */
+  double (*train_batch)(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
+                        const rnnd_dropout *dropout, float loss_weight);
+  /* Sum of target NLL without dropout. */
+  double (*eval_batch)(rnnd_backend *be, const float *params, const rnnd_batch *b);
+  /* Bytes held for activations, for memory reports. */
+  size_t (*activation_bytes)(const rnnd_backend *be);
+  void (*destroy)(rnnd_backend *be);
+} rnnd_backend_ops;
+
+struct rnnd_backend {
+  const rnnd_backend_ops *ops;
+  const rnnd_layout *layout; /* borrowed; must outlive the backend */
+};
+
+typedef struct {
+  int max_pieces;
+  int max_steps;
+  int64_t max_tokens;
+  int threads; /* 0 = all cores */
+} rnnd_backend_capacity;
+
+/* CPU reference backend; free with be->ops->destroy(be). */
+rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap);
+
+/* Detects a BLAS that silently fell back to slow generic kernels (OpenBLAS
+ * 0.3.21 on CPUs it does not recognise) and returns a one-line advice, or
+ * NULL if all is well. Also returns the BLAS core name in *core. */
+const char *cpu_blas_advice(const char **core);
+void cpu_set_threads(int threads);
+
+#endif

@@ -1,0 +1,49 @@
+/* batch.h — a packed (unpadded) batch of sequence pieces, in the layout of
+ * PyTorch's PackedSequence and cuDNN's CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED:
+ * pieces sorted by length, longest first; time-major; at step t only the first
+ * batch_sizes[t] pieces are present, so step t occupies rows
+ * step_offsets[t] .. step_offsets[t] + batch_sizes[t] of every [rows x width]
+ * activation matrix, and the running pieces are always a prefix.
+ *
+ * A piece is a window of one data-set sequence: `length` targets starting at
+ * token `start`, whose first input is the token before it (<eos> for the
+ * first piece of a sequence), always from a zero state.
+ *
+ * Ownership: batch_init allocates for a capacity; batch_fill reuses it;
+ * batch_free releases. No allocation happens per step. */
+#ifndef RNND_BATCH_H
+#define RNND_BATCH_H
+
+#include <stdint.h>
+
+#include "rnnd/dataset.h"
+
+typedef struct {
+  int64_t start;   /* index in dataset tokens of the first target */
+  int32_t length;  /* targets in the piece, >= 1 */
+  int64_t id;      /* stable piece id (position in the piece list); keys dropout */
+} rnnd_piece;
+
+typedef struct {
+  /* capacity */
+  int max_pieces;
+  int max_len;
+  int64_t max_tokens;
+  /* contents */
+  int n_pieces;
+  int n_steps;            /* length of the longest piece */
+  int64_t n_tokens;       /* rows = sum of lengths = target count */
+  rnnd_piece *pieces;     /* [n_pieces] sorted: length non-increasing, then id */
+  int32_t *batch_sizes;   /* [n_steps] */
+  int64_t *step_offsets;  /* [n_steps + 1] */
+  int32_t *inputs;        /* [n_tokens] packed */
+  int32_t *targets;       /* [n_tokens] packed */
+  int32_t *positions;     /* [n_tokens] time index within the piece (for dropout keys) */
+} rnnd_batch;
+
+void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens);
+/* Packs `count` pieces of `ds` (any order; sorted here, stable by id). */
+void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count);
+void batch_free(rnnd_batch *b);
+
+#endif

@@ -1,0 +1,63 @@
+/* common.h — error handling, checked allocation and rank-0 printing shared by
+ * every layer of rnn_dist.
+ *
+ * Conventions used throughout the code base:
+ *  - Bad input (config, data set, model file, command line) is reported with
+ *    rnnd_input_error(): one line on stderr "rnn_dist: error: WHERE: WHAT",
+ *    exit code 2 (RNND_EXIT_INPUT). In an MPI job with several ranks the whole
+ *    job is aborted with the same code so no rank is left waiting.
+ *  - Internal failures of a library call (HDF5, MPI, BLAS, malloc) go through
+ *    the CHECK-style macros below and exit with code 1.
+ *  - Whoever calls an *_init / *_load / *_create function owns the result and
+ *    releases it with the matching *_free / *_destroy. */
+#ifndef RNND_COMMON_H
+#define RNND_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RNND_EXIT_OK 0
+#define RNND_EXIT_INTERNAL 1
+#define RNND_EXIT_INPUT 2
+
+#if defined(__GNUC__)
+#define RNND_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RNND_NORETURN __attribute__((noreturn))
+#else
+#define RNND_PRINTF(f, a)
+#define RNND_NORETURN
+#endif
+
+/* Program name printed in front of every error line ("rnn_dist", "rnn_prep"). */
+void rnnd_set_program_name(const char *name);
+const char *rnnd_program_name(void);
+
+/* Rank used by the rank-0 printing helpers; set once by the communicator. */
+void rnnd_set_print_rank(int rank);
+int rnnd_print_rank(void);
+
+RNND_NORETURN void rnnd_input_error(const char *fmt, ...) RNND_PRINTF(1, 2);
+RNND_NORETURN void rnnd_internal_error(const char *file, int line, const char *fmt, ...)
+    RNND_PRINTF(3, 4);
+
+/* printf on rank 0 only (stdout, flushed), and a warning on stderr from rank 0. */
+void rnnd_print0(const char *fmt, ...) RNND_PRINTF(1, 2);
+void rnnd_warn0(const char *fmt, ...) RNND_PRINTF(1, 2);
+
+#define RNND_FAIL(...) rnnd_internal_error(__FILE__, __LINE__, __VA_ARGS__)
+#define RNND_ASSERT(cond)                                           \
+  do {                                                              \
+    if (!(cond)) RNND_FAIL("assertion failed: %s", #cond);          \
+  } while (0)
+
+/* Allocation that never returns NULL; memory is zeroed. Free with free(). */
+void *rnnd_calloc(size_t count, size_t size, const char *what);
+void *rnnd_malloc(size_t size, const char *what);
+char *rnnd_strdup(const char *s);
+#define RNND_ALLOC(type, count, what) ((type *)rnnd_calloc((count), sizeof(type), (what)))
+
+/* Monotonic wall clock in seconds. */
+double rnnd_now(void);
+
+#endif

@@ -1,0 +1,97 @@
+/* config.h — the run configuration: INI sections [model] [data] [train]
+ * [output], their documented defaults, parsing of a file plus --set
+ * section.key=value overrides, and printing of the resolved configuration.
+ *
+ * The table of keys lives in config.c; docs/config.md is generated from the
+ * same table (rnn_dist --help-config), so documentation and parser cannot
+ * drift apart. Strings inside the struct are owned by it: config_free(). */
+#ifndef RNND_CONFIG_H
+#define RNND_CONFIG_H
+
+#include <stdio.h>
+
+typedef enum { RNND_CELL_GRU = 0, RNND_CELL_LSTM = 1 } rnnd_cell;
+typedef enum { RNND_OPT_ADAM = 0, RNND_OPT_SGD = 1 } rnnd_optimizer_kind;
+typedef enum {
+  RNND_LR_CONSTANT = 0,
+  RNND_LR_LINEAR = 1,
+  RNND_LR_COSINE = 2,
+  RNND_LR_STEP = 3
+} rnnd_lr_schedule;
+typedef enum { RNND_DEVICE_AUTO = 0, RNND_DEVICE_CPU = 1, RNND_DEVICE_CUDA = 2 } rnnd_device;
+
+typedef struct {
+  int cell;          /* rnnd_cell */
+  int layers;        /* 1..8 */
+  int embed;         /* embedding width */
+  int hidden;        /* hidden units per direction */
+  int bidirectional; /* 0/1 */
+  double dropout;    /* on embeddings, between layers, before the decoder */
+  int tie_weights;   /* decoder.weight shares embedding.weight */
+} rnnd_model_config;
+
+typedef struct {
+  char *dir;   /* if set, default for train/valid/test: DIR/{train,valid,test}.h5 */
+  char *train;
+  char *valid;
+  char *test;
+  int max_len;     /* longer sequences are cut into pieces of <= max_len targets */
+  char *buckets;   /* "auto" or comma-separated upper bounds of length buckets */
+  int num_buckets; /* bucket count for "auto" */
+} rnnd_data_config;
+
+typedef struct {
+  int device;        /* rnnd_device */
+  long seed;
+  long steps;        /* optimizer steps; 0 = run `epochs` epochs */
+  int epochs;
+  int global_batch;  /* sequences per optimizer step */
+  int eval_batch;    /* sequences per evaluation batch */
+  int optimizer;     /* rnnd_optimizer_kind */
+  double lr;
+  int lr_schedule;   /* rnnd_lr_schedule */
+  long warmup_steps;
+  double min_lr;
+  long step_size;
+  double gamma;
+  double beta1, beta2, eps;
+  double weight_decay;
+  double momentum;
+  double clip_norm;  /* 0 disables clipping */
+  long log_every;
+  long eval_every;   /* 0 = only at the end */
+  int threads;       /* 0 = all available cores */
+  double time_limit_s; /* 0 = no limit; stop (and save) once exceeded */
+} rnnd_train_config;
+
+typedef struct {
+  char *dir;
+  long save_every; /* 0 = only at the end */
+} rnnd_output_config;
+
+typedef struct {
+  rnnd_model_config model;
+  rnnd_data_config data;
+  rnnd_train_config train;
+  rnnd_output_config output;
+} rnnd_config;
+
+/* Fills every field with its documented default. */
+void config_init_defaults(rnnd_config *cfg);
+/* Parses an INI file on top of the current values; bad input exits (code 2)
+ * with "FILE:LINE: ..." naming the key and, for unknown keys, the nearest one. */
+void config_load_file(rnnd_config *cfg, const char *path);
+/* Applies one "section.key=value" override (from --set). */
+void config_apply_override(rnnd_config *cfg, const char *assignment);
+/* Cross-field checks and derived defaults (data.dir); call once after loading. */
+void config_finalize(rnnd_config *cfg);
+/* Writes the resolved configuration as INI text that config_load_file reads. */
+void config_write(const rnnd_config *cfg, FILE *out);
+/* Lists every key with its type, default and meaning (for --help). */
+void config_print_reference(FILE *out);
+void config_free(rnnd_config *cfg);
+
+/* Levenshtein distance, used for "did you mean" suggestions. */
+int rnnd_edit_distance(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,39 @@
+/* optim.h — optimizers on the flat fp32 parameter buffer (Adam with
+ * torch.optim.Adam's arithmetic, SGD with momentum), the learning-rate
+ * schedule, and global-norm gradient clipping (torch.nn.utils.clip_grad_norm_).
+ *
+ * The optimizer owns its state buffers: optimizer_init allocates,
+ * optimizer_free releases. */
+#ifndef RNND_OPTIM_H
+#define RNND_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnnd/config.h"
+
+typedef struct {
+  int kind;        /* rnnd_optimizer_kind */
+  size_t numel;
+  float *m;        /* Adam first moment / SGD momentum buffer */
+  float *v;        /* Adam second moment (NULL for SGD) */
+  int64_t steps;   /* updates applied so far */
+  double beta1, beta2, eps, weight_decay, momentum;
+} rnnd_optimizer;
+
+void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel);
+void optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr);
+size_t optimizer_state_bytes(const rnnd_optimizer *opt);
+void optimizer_free(rnnd_optimizer *opt);
+
+/* Learning rate for 0-based step `step` of `total_steps`. */
+double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_steps);
+
+/* L2 norm of the whole gradient (accumulated in double). */
+double grad_global_norm(const float *grads, size_t numel);
+/* Scales grads so their norm is at most max_norm, as clip_grad_norm_ does
+ * (coefficient max_norm / (norm + 1e-6), applied only when below 1).
+ * Returns the coefficient used (1 when not clipped). */
+double grad_clip(float *grads, size_t numel, double norm, double max_norm);
+
+#endif

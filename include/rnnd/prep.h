@@ -1,0 +1,31 @@
+/* prep.h — rnn_prep: turns whitespace-tokenised text (WikiText layout, one
+ * paragraph per line) into the HDF5 data sets of docs/formats.md.
+ *
+ * The vocabulary comes from the training text only: <eos> = 0, <unk> = 1,
+ * then words by descending count, ties by first occurrence in the training
+ * text. Every non-blank line becomes one sequence "w1 .. wn <eos>".
+ * Bad input (options, unreadable or empty text) exits with code 2. */
+#ifndef RNND_PREP_H
+#define RNND_PREP_H
+
+#include <stdint.h>
+
+typedef struct {
+  const char *train; /* required */
+  const char *valid; /* required */
+  const char *test;  /* optional (NULL) */
+  const char *out_dir;
+  int64_t min_count; /* words seen fewer times in train become <unk>; >= 1 */
+  int64_t max_vocab; /* total entries including <eos>/<unk>; 0 = unlimited, else >= 2 */
+  int lowercase;     /* ASCII-lowercase all text before counting */
+} rnnd_prep_options;
+
+/* Parses the command line (argv[0] is the program). Returns 1 when --help was
+ * printed and the program should exit successfully, 0 otherwise. The strings
+ * in OPT point into argv. */
+int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv);
+
+/* Writes OUT_DIR/train.h5, valid.h5 and (if set) test.h5 and prints a summary. */
+void prep_run(const rnnd_prep_options *opt);
+
+#endif

@@ -1,0 +1,58 @@
+/* sampler.h — cuts a data set into pieces of at most max_len targets and
+ * deals them into batches drawn from length buckets.
+ *
+ * Every sequence of length L becomes ceil(L / max_len) consecutive pieces;
+ * pieces get ids in data-set order. Pieces are grouped by length into
+ * buckets (upper bounds from length quantiles for "auto"); an epoch shuffles
+ * each bucket with a generator keyed by (seed, epoch), cuts it into batches of
+ * `batch` pieces and shuffles the batch order, so each batch holds pieces of
+ * similar length (little idle work in the packed steps) and the whole plan is
+ * a pure function of (seed, epoch, data set, batch size).
+ *
+ * Ownership: sampler_init allocates, sampler_free releases. */
+#ifndef RNND_SAMPLER_H
+#define RNND_SAMPLER_H
+
+#include <stdint.h>
+
+#include "rnnd/dataset.h"
+#include "rnnd/batch.h"
+
+typedef struct {
+  int64_t first; /* index into the batch-ordered piece array */
+  int count;
+} rnnd_batch_ref;
+
+typedef struct {
+  rnnd_piece *pieces;       /* all pieces, in data-set order (id = index) */
+  int64_t n_pieces;
+  int max_len;
+  int batch;
+  uint64_t seed;
+  int shuffle;
+  int n_buckets;
+  int32_t *bucket_upper;    /* [n_buckets] inclusive upper length bound */
+  /* the current epoch's plan */
+  int64_t epoch;
+  rnnd_piece *order;        /* pieces grouped into batches */
+  rnnd_batch_ref *batches;
+  int64_t n_batches;
+  int64_t next_batch;
+  int largest_batch_steps;  /* for sizing workspaces: max piece length */
+  int64_t largest_batch_tokens;
+} rnnd_sampler;
+
+/* buckets: "auto" (num_buckets quantiles) or ascending comma-separated bounds.
+ * shuffle = 0 keeps data-set order (for evaluation, batches in length order). */
+void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, int max_len, int batch, const char *buckets,
+                  int num_buckets, uint64_t seed, int shuffle);
+/* Builds the plan of `epoch` and rewinds to its first batch. */
+void sampler_start_epoch(rnnd_sampler *s, int64_t epoch);
+/* Points *pieces at the next batch's pieces (owned by the sampler, valid
+ * until the next epoch starts) and returns their count; 0 when the epoch is over. */
+int sampler_next_pieces(rnnd_sampler *s, const rnnd_piece **pieces);
+/* Fills *b with the next batch of the epoch; returns 0 when the epoch is over. */
+int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b);
+void sampler_free(rnnd_sampler *s);
+
+#endif

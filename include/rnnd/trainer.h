@@ -1,0 +1,64 @@
+/* trainer.h — the training run: data, model, backend, optimizer and the
+ * step loop with progress lines, periodic validation and model saves.
+ * Also the evaluator used by training and by `rnn_dist eval`.
+ *
+ * All state of a run lives in rnnd_trainer (no globals); trainer_init
+ * allocates everything, trainer_free releases it. */
+#ifndef RNND_TRAINER_H
+#define RNND_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rnnd/backend.h"
+#include "rnnd/batch.h"
+#include "rnnd/comm.h"
+#include "rnnd/config.h"
+#include "rnnd/dataset.h"
+#include "rnnd/model.h"
+#include "rnnd/optim.h"
+#include "rnnd/sampler.h"
+
+typedef struct {
+  double nll_sum;
+  int64_t tokens;
+} rnnd_eval_result;
+
+/* Mean NLL over every target token of ds (pieces of the sampler's max_len,
+ * each from a zero state). Batches are shared out over the ranks and the
+ * sums reduced, so every rank gets the same result. */
+rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
+                                  rnnd_batch *b, const rnnd_comm *comm);
+
+typedef struct {
+  rnnd_dataset data;
+  rnnd_sampler sampler;
+  int present;
+} rnnd_eval_set;
+
+typedef struct {
+  const rnnd_config *cfg;   /* borrowed */
+  const rnnd_comm *comm;    /* borrowed */
+  rnnd_dataset train;
+  rnnd_sampler train_sampler;
+  rnnd_eval_set valid, test;
+  rnnd_layout layout;
+  float *params, *grads;
+  rnnd_optimizer optimizer;
+  rnnd_backend *backend;
+  rnnd_batch batch;          /* this rank's share of the global batch */
+  rnnd_piece *share;         /* scratch for dealing pieces to ranks */
+  int64_t total_steps;
+  int64_t step, epoch;
+  int64_t tokens_seen;
+  FILE *log;                 /* rank 0: OUTPUT/train.log */
+  double start_time;
+  char model_path[4096];
+} rnnd_trainer;
+
+/* init_model: optional model file whose parameters replace the initial ones. */
+void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model);
+void trainer_run(rnnd_trainer *t);
+void trainer_free(rnnd_trainer *t);
+
+#endif

@@ -1,0 +1,291 @@
+/* cpu_backend.c — the CPU reference backend: embedding, stacked packed
+ * GRU/LSTM layers (cpu_rnn.c), counter-keyed dropout, and a decoder whose
+ * softmax cross-entropy forward and backward run fused, a block of rows at a
+ * time, so the [tokens x vocab] logits never exist in full. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_blas.h"
+#include "cpu_rnn.h"
+#include "rnnd/backend.h"
+#include "rnnd/common.h"
+#include "rnnd/rng.h"
+
+#define DECODER_BLOCK_FLOATS (1 << 19) /* logits block: 2 MiB stays in L2/L3 */
+
+typedef struct {
+  rnnd_backend base;
+  rnnd_backend_capacity cap;
+  int layers, directions, hidden, embed, vocab, top, gates;
+  float *layer_in[RNND_MAX_LAYERS + 1]; /* own buffers; [layers] feeds the decoder */
+  float *layer_out[RNND_MAX_LAYERS];
+  cpu_rnn_saved saved[RNND_MAX_LAYERS][2];
+  cpu_rnn_scratch scratch;
+  float *grad_a, *grad_b; /* [tokens, max(embed, top)] ping-pong */
+  float *logits;          /* [decoder_rows, vocab] */
+  int decoder_rows;
+  size_t activation_bytes;
+} cpu_backend;
+
+static float *take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
+  size_t bytes = (size_t)(rows * cols) * sizeof(float);
+  if (activation) cb->activation_bytes += bytes;
+  return rnnd_malloc(bytes, "CPU backend buffer");
+}
+
+static int input_width(const cpu_backend *cb, int layer) { return layer == 0 ? cb->embed : cb->top; }
+
+/* --- dropout ----------------------------------------------------------- */
+
+/* dst = src * mask / (1 - p); dst may equal src. The mask bit of (row, unit)
+ * depends only on (seed, step, slot, piece id, position, unit). */
+static void dropout_apply(float *dst, const float *src, int width, const rnnd_batch *b, const rnnd_dropout *dr,
+                          int slot) {
+  const float p = dr->p, scale = 1.0f / (1.0f - p);
+  const uint64_t slot_key = rng_key2(rng_key2(dr->seed ^ 0xD50Full, (uint64_t)dr->step), (uint64_t)slot);
+  for (int t = 0; t < b->n_steps; t++)
+    for (int i = 0; i < b->batch_sizes[t]; i++) {
+      int64_t row = b->step_offsets[t] + i;
+      uint64_t row_key = rng_key2(slot_key, ((uint64_t)b->pieces[i].id << 20) ^ (uint64_t)t);
+      const float *in = src + row * width;
+      float *o = dst + row * width;
+      for (int j = 0; j < width; j++) {
+        float u = rng_uniform_from(rng_mix64(row_key + (uint64_t)j));
+        o[j] = u < p ? 0.0f : in[j] * scale;
+      }
+    }
+}
+
+/* --- forward ------------------------------------------------------------ */
+
+static void direction_view(const cpu_backend *cb, const float *params, float *grads, int layer, int dir,
+                           cpu_rnn_dir *d) {
+  const rnnd_rnn_offsets *o = &cb->base.layout->rnn[layer][dir];
+  *d = (cpu_rnn_dir){.cell = cb->base.layout->shape.cell, .hidden = cb->hidden, .input_size = o->input_size,
+                     .reverse = dir, .w_ih = params + o->weight_ih, .w_hh = params + o->weight_hh,
+                     .b_ih = params + o->bias_ih, .b_hh = params + o->bias_hh};
+  if (grads) {
+    d->gw_ih = grads + o->weight_ih;
+    d->gw_hh = grads + o->weight_hh;
+    d->gb_ih = grads + o->bias_ih;
+    d->gb_hh = grads + o->bias_hh;
+  }
+}
+
+/* Runs embedding and all layers; returns the decoder input. in[l] records
+ * which buffer fed layer l (own buffer with dropout, else the output before). */
+static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
+                                   const rnnd_dropout *dr, const float **in) {
+  const float *embedding = params + cb->base.layout->embedding_weight;
+  float *x0 = cb->layer_in[0];
+  for (int64_t r = 0; r < b->n_tokens; r++)
+    memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+  int use_dropout = dr && dr->p > 0.0f;
+  if (use_dropout) dropout_apply(x0, x0, cb->embed, b, dr, 0);
+  in[0] = x0;
+  for (int l = 0; l < cb->layers; l++) {
+    for (int dir = 0; dir < cb->directions; dir++) {
+      cpu_rnn_dir d;
+      direction_view(cb, params, NULL, l, dir, &d);
+      cpu_rnn_forward(&d, b, in[l], input_width(cb, l), cb->layer_out[l] + dir * cb->hidden, cb->top,
+                      &cb->saved[l][dir], &cb->scratch);
+    }
+    if (use_dropout) {
+      dropout_apply(cb->layer_in[l + 1], cb->layer_out[l], cb->top, b, dr, l + 1);
+      in[l + 1] = cb->layer_in[l + 1];
+    } else {
+      in[l + 1] = cb->layer_out[l];
+    }
+  }
+  return in[cb->layers];
+}
+
+/* --- decoder + softmax cross-entropy ------------------------------------ */
+
+/* Turns one row of logits into exp(logit - max) and returns the row's NLL. */
+static double softmax_row(float *row, int vocab, int target, float *sum_out) {
+  float max = row[0];
+  for (int j = 1; j < vocab; j++) max = row[j] > max ? row[j] : max;
+  float target_logit = row[target], sum = 0.0f;
+  for (int j = 0; j < vocab; j++) {
+    row[j] = expf(row[j] - max);
+    sum += row[j];
+  }
+  *sum_out = sum;
+  return (double)logf(sum) + (double)max - (double)target_logit;
+}
+
+static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int rows) {
+  const float *w = params + cb->base.layout->decoder_weight, *bias = params + cb->base.layout->decoder_bias;
+  for (int i = 0; i < rows; i++) memcpy(cb->logits + (int64_t)i * cb->vocab, bias, (size_t)cb->vocab * sizeof(float));
+  gemm_nt(rows, cb->vocab, cb->top, y, cb->top, w, cb->top, cb->logits, cb->vocab, 1.0f);
+}
+
+/* Forward and backward of decoder + loss; writes dL/dy into dy. */
+static double decoder_train(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                            const rnnd_batch *b, float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const int V = cb->vocab, top = cb->top;
+  double nll = 0.0;
+  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
+    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
+    decoder_logits(cb, params, y + r0 * top, rows);
+    for (int i = 0; i < rows; i++) {
+      float *row = cb->logits + (int64_t)i * V, sum;
+      int target = b->targets[r0 + i];
+      nll += softmax_row(row, V, target, &sum);
+      float scale = weight / sum;
+      for (int j = 0; j < V; j++) row[j] *= scale;
+      row[target] -= weight;
+    }
+    gemm_tn(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
+    float *gbias = grads + l->decoder_bias;
+    for (int i = 0; i < rows; i++)
+      for (int j = 0; j < V; j++) gbias[j] += cb->logits[(int64_t)i * V + j];
+    gemm_nn(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
+  }
+  return nll;
+}
+
+static double decoder_eval(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b) {
+  double nll = 0.0;
+  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
+    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
+    decoder_logits(cb, params, y + r0 * cb->top, rows);
+    for (int i = 0; i < rows; i++) {
+      float sum;
+      nll += softmax_row(cb->logits + (int64_t)i * cb->vocab, cb->vocab, b->targets[r0 + i], &sum);
+    }
+  }
+  return nll;
+}
+
+/* --- backward ----------------------------------------------------------- */
+
+static void backward_layers(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
+                            const rnnd_dropout *dr, const float **in) {
+  int use_dropout = dr && dr->p > 0.0f;
+  float *d_out = cb->grad_a, *d_in = cb->grad_b;
+  if (use_dropout) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
+  for (int l = cb->layers - 1; l >= 0; l--) {
+    int width = input_width(cb, l);
+    for (int dir = 0; dir < cb->directions; dir++) {
+      cpu_rnn_dir d;
+      direction_view(cb, params, grads, l, dir, &d);
+      cpu_rnn_backward(&d, b, in[l], width, cb->layer_out[l] + dir * cb->hidden, cb->top, d_out + dir * cb->hidden,
+                       cb->top, &cb->saved[l][dir], d_in, width, dir ? 1.0f : 0.0f, &cb->scratch);
+    }
+    if (use_dropout) dropout_apply(d_in, d_in, width, b, dr, l);
+    float *swap = d_out;
+    d_out = d_in;
+    d_in = swap;
+  }
+  float *g_embedding = grads + cb->base.layout->embedding_weight;
+  for (int64_t r = 0; r < b->n_tokens; r++) {
+    float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
+    const float *src = d_out + r * cb->embed;
+    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+  }
+}
+
+/* --- ops ---------------------------------------------------------------- */
+
+static void check_capacity(const cpu_backend *cb, const rnnd_batch *b) {
+  if (b->n_pieces > cb->cap.max_pieces || b->n_steps > cb->cap.max_steps || b->n_tokens > cb->cap.max_tokens)
+    RNND_FAIL("batch (%d pieces, %d steps, %lld tokens) exceeds the backend capacity (%d, %d, %lld)", b->n_pieces,
+              b->n_steps, (long long)b->n_tokens, cb->cap.max_pieces, cb->cap.max_steps,
+              (long long)cb->cap.max_tokens);
+}
+
+static double cpu_train_batch(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
+                              const rnnd_dropout *dr, float loss_weight) {
+  cpu_backend *cb = (cpu_backend *)be;
+  check_capacity(cb, b);
+  const float *in[RNND_MAX_LAYERS + 1];
+  const float *y = forward_layers(cb, params, b, dr, in);
+  double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
+  backward_layers(cb, params, grads, b, dr, in);
+  return nll;
+}
+
+static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
+  cpu_backend *cb = (cpu_backend *)be;
+  check_capacity(cb, b);
+  const float *in[RNND_MAX_LAYERS + 1];
+  const float *y = forward_layers(cb, params, b, NULL, in);
+  return decoder_eval(cb, params, y, b);
+}
+
+static size_t cpu_activation_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->activation_bytes; }
+
+static void cpu_destroy(rnnd_backend *be) {
+  cpu_backend *cb = (cpu_backend *)be;
+  if (!cb) return;
+  for (int l = 0; l <= cb->layers; l++) free(cb->layer_in[l]);
+  for (int l = 0; l < cb->layers; l++) {
+    free(cb->layer_out[l]);
+    for (int d = 0; d < cb->directions; d++) {
+      free(cb->saved[l][d].gates);
+      free(cb->saved[l][d].extra);
+    }
+  }
+  cpu_rnn_scratch *s = &cb->scratch;
+  free(s->step_gates);
+  free(s->carry_h);
+  free(s->carry_c);
+  free(s->d_gates_ih);
+  free(s->d_gates_hh);
+  free(s->h_prev);
+  free(cb->grad_a);
+  free(cb->grad_b);
+  free(cb->logits);
+  free(cb);
+}
+
+static const rnnd_backend_ops cpu_ops = {"cpu", cpu_train_batch, cpu_eval_batch, cpu_activation_bytes, cpu_destroy};
+
+static void allocate_buffers(cpu_backend *cb) {
+  const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
+  cb->layer_in[0] = take(cb, T, cb->embed, 1);
+  for (int l = 0; l < cb->layers; l++) {
+    cb->layer_in[l + 1] = take(cb, T, cb->top, 1);
+    cb->layer_out[l] = take(cb, T, cb->top, 1);
+    for (int d = 0; d < cb->directions; d++) {
+      cb->saved[l][d].gates = take(cb, T, GH, 1);
+      cb->saved[l][d].extra = take(cb, T, cb->hidden, 1);
+    }
+  }
+  cpu_rnn_scratch *s = &cb->scratch;
+  s->step_gates = take(cb, B, GH, 0);
+  s->carry_h = take(cb, B, cb->hidden, 0);
+  s->carry_c = take(cb, B, cb->hidden, 0);
+  s->d_gates_ih = take(cb, T, GH, 0);
+  s->d_gates_hh = take(cb, T, GH, 0);
+  s->h_prev = take(cb, T, cb->hidden, 0);
+  int widest = cb->embed > cb->top ? cb->embed : cb->top;
+  cb->grad_a = take(cb, T, widest, 0);
+  cb->grad_b = take(cb, T, widest, 0);
+  cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
+  if (cb->decoder_rows < 32) cb->decoder_rows = 32;
+  if (cb->decoder_rows > T) cb->decoder_rows = (int)T;
+  cb->logits = take(cb, cb->decoder_rows, cb->vocab, 0);
+}
+
+rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
+  cpu_backend *cb = RNND_ALLOC(cpu_backend, 1, "CPU backend");
+  const rnnd_model_shape *s = &layout->shape;
+  cb->base.ops = &cpu_ops;
+  cb->base.layout = layout;
+  cb->cap = *cap;
+  cb->layers = s->layers;
+  cb->directions = s->directions;
+  cb->hidden = s->hidden;
+  cb->embed = s->embed;
+  cb->vocab = s->vocab_size;
+  cb->top = s->hidden * s->directions;
+  cb->gates = layout->gates;
+  cpu_set_threads(cap->threads);
+  allocate_buffers(cb);
+  return &cb->base;
+}

@@ -1,0 +1,46 @@
+/* cpu_rnn.h — one direction of one GRU or LSTM layer over a packed batch,
+ * forward and backward, on the CPU (the reference implementation).
+ *
+ * Input projections of all time steps are one GEMM; the per-step work is the
+ * recurrent product over the running prefix of the batch plus the gate
+ * arithmetic; weight gradients are one GEMM each over the whole sequence.
+ * Buffers are owned by the caller (cpu_backend.c sizes them once). */
+#ifndef RNND_CPU_RNN_H
+#define RNND_CPU_RNN_H
+
+#include "rnnd/batch.h"
+
+typedef struct {
+  int cell;        /* rnnd_cell */
+  int hidden;
+  int input_size;
+  int reverse;     /* 1: runs from each piece's end to its start */
+  const float *w_ih, *w_hh, *b_ih, *b_hh;
+  float *gw_ih, *gw_hh, *gb_ih, *gb_hh; /* gradients, accumulated */
+} cpu_rnn_dir;
+
+/* Activations one direction keeps for its backward pass. */
+typedef struct {
+  float *gates;    /* [tokens, gates*H] after the nonlinearities */
+  float *extra;    /* [tokens, H]: GRU's W_hn h + b_hn, LSTM's cell state */
+} cpu_rnn_saved;
+
+/* Scratch shared by all layers (sizes in floats). */
+typedef struct {
+  float *step_gates;  /* [max_pieces, gates*H] GRU recurrent product */
+  float *carry_h;     /* [max_pieces, H] */
+  float *carry_c;     /* [max_pieces, H] */
+  float *d_gates_ih;  /* [tokens, gates*H] */
+  float *d_gates_hh;  /* [tokens, gates*H] (GRU only; LSTM uses d_gates_ih) */
+  float *h_prev;      /* [tokens, H] */
+} cpu_rnn_scratch;
+
+/* out points at this direction's first column; ld* are row strides. */
+void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, float *out, int ldo,
+                     cpu_rnn_saved *saved, cpu_rnn_scratch *s);
+/* Accumulates weight gradients and writes dx = beta*dx + d(loss)/dx. */
+void cpu_rnn_backward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, const float *out,
+                      int ldo, const float *dout, int lddo, const cpu_rnn_saved *saved, float *dx, int lddx,
+                      float dx_beta, cpu_rnn_scratch *s);
+
+#endif

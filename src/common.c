@@ -1,0 +1,105 @@
+/* common.c — see common.h. The only process-wide state here is the program
+ * name and the print rank, both written once at start-up. */
+#define _POSIX_C_SOURCE 200809L
+#include "rnnd/common.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+  const char *program_name;
+  int print_rank;
+} process_info = {"rnn_dist", 0};
+
+void rnnd_set_program_name(const char *name) { process_info.program_name = name; }
+const char *rnnd_program_name(void) { return process_info.program_name; }
+void rnnd_set_print_rank(int rank) { process_info.print_rank = rank; }
+int rnnd_print_rank(void) { return process_info.print_rank; }
+
+/* With several ranks a plain exit() on one rank would leave the others
+ * blocked in a collective, so abort the whole job instead. */
+RNND_NORETURN static void exit_everywhere(int code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Finalize();
+  }
+  exit(code);
+}
+
+void rnnd_input_error(const char *fmt, ...) {
+  char message[2048];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  fflush(stdout);
+  fprintf(stderr, "%s: error: %s\n", process_info.program_name, message);
+  fflush(stderr);
+  exit_everywhere(RNND_EXIT_INPUT);
+}
+
+void rnnd_internal_error(const char *file, int line, const char *fmt, ...) {
+  char message[2048];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  fflush(stdout);
+  fprintf(stderr, "%s: internal error (rank %d) at %s:%d: %s\n", process_info.program_name,
+          process_info.print_rank, file, line, message);
+  fflush(stderr);
+  exit_everywhere(RNND_EXIT_INTERNAL);
+}
+
+void rnnd_print0(const char *fmt, ...) {
+  if (process_info.print_rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  vprintf(fmt, args);
+  va_end(args);
+  fflush(stdout);
+}
+
+void rnnd_warn0(const char *fmt, ...) {
+  if (process_info.print_rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  fprintf(stderr, "%s: warning: ", process_info.program_name);
+  vfprintf(stderr, fmt, args);
+  fputc('\n', stderr);
+  va_end(args);
+  fflush(stderr);
+}
+
+void *rnnd_calloc(size_t count, size_t size, const char *what) {
+  if (count == 0 || size == 0) count = size = 1;
+  void *p = calloc(count, size);
+  if (!p) RNND_FAIL("out of memory allocating %zu x %zu bytes for %s", count, size, what);
+  return p;
+}
+
+void *rnnd_malloc(size_t size, const char *what) {
+  void *p = malloc(size ? size : 1);
+  if (!p) RNND_FAIL("out of memory allocating %zu bytes for %s", size, what);
+  return p;
+}
+
+char *rnnd_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *copy = rnnd_malloc(n, "string");
+  memcpy(copy, s, n);
+  return copy;
+}
+
+double rnnd_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,342 @@
+/* config.c — table-driven INI parser for rnnd_config (see config.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "rnnd/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+
+typedef enum { KEY_INT, KEY_LONG, KEY_DOUBLE, KEY_BOOL, KEY_ENUM, KEY_STRING } key_type;
+
+typedef struct {
+  const char *section;
+  const char *key;
+  key_type type;
+  size_t offset;
+  const char *default_value; /* parsed like user input, so defaults are checked too */
+  double min, max;           /* inclusive range for numbers */
+  const char *const *choices; /* NULL-terminated, for KEY_ENUM */
+  const char *help;
+} config_key;
+
+static const char *const cell_names[] = {"gru", "lstm", NULL};
+static const char *const optimizer_names[] = {"adam", "sgd", NULL};
+static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+
+#define AT(field) offsetof(rnnd_config, field)
+static const config_key config_keys[] = {
+    {"model", "cell", KEY_ENUM, AT(model.cell), "gru", 0, 0, cell_names, "recurrent cell: gru (PyTorch/cuDNN form) or lstm"},
+    {"model", "layers", KEY_INT, AT(model.layers), "2", 1, 8, NULL, "stacked recurrent layers"},
+    {"model", "embed", KEY_INT, AT(model.embed), "256", 1, 65536, NULL, "embedding width"},
+    {"model", "hidden", KEY_INT, AT(model.hidden), "256", 1, 65536, NULL, "hidden units per direction"},
+    {"model", "bidirectional", KEY_BOOL, AT(model.bidirectional), "false", 0, 1, NULL, "add a reverse direction to every layer (sees the future: not for language modelling)"},
+    {"model", "dropout", KEY_DOUBLE, AT(model.dropout), "0.0", 0, 0.95, NULL, "dropout on embeddings, between layers and before the decoder"},
+    {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
+
+    {"data", "dir", KEY_STRING, AT(data.dir), "", 0, 0, NULL, "directory made by rnn_prep; default for train/valid/test as DIR/{train,valid,test}.h5"},
+    {"data", "train", KEY_STRING, AT(data.train), "", 0, 0, NULL, "training set (.h5 from rnn_prep)"},
+    {"data", "valid", KEY_STRING, AT(data.valid), "", 0, 0, NULL, "validation set (.h5); empty = no validation"},
+    {"data", "test", KEY_STRING, AT(data.test), "", 0, 0, NULL, "test set (.h5), evaluated at the end; empty = none"},
+    {"data", "max_len", KEY_INT, AT(data.max_len), "70", 1, 1 << 20, NULL, "longer sequences are cut into pieces of at most this many targets"},
+    {"data", "buckets", KEY_STRING, AT(data.buckets), "auto", 0, 0, NULL, "length buckets: auto (length quantiles) or ascending upper bounds, e.g. 10,20,40,70"},
+    {"data", "num_buckets", KEY_INT, AT(data.num_buckets), "8", 1, 1024, NULL, "bucket count when buckets = auto"},
+
+    {"train", "device", KEY_ENUM, AT(train.device), "auto", 0, 0, device_names, "auto (CUDA if built and a GPU is visible), cpu or cuda"},
+    {"train", "seed", KEY_LONG, AT(train.seed), "1234", 0, 9.0e15, NULL, "seed for initialisation, batch order and dropout"},
+    {"train", "steps", KEY_LONG, AT(train.steps), "0", 0, 9.0e15, NULL, "optimizer steps; 0 = run train.epochs epochs"},
+    {"train", "epochs", KEY_INT, AT(train.epochs), "1", 1, 1000000, NULL, "epochs when train.steps = 0"},
+    {"train", "global_batch", KEY_INT, AT(train.global_batch), "32", 1, 1 << 20, NULL, "sequences per optimizer step"},
+    {"train", "eval_batch", KEY_INT, AT(train.eval_batch), "64", 1, 1 << 20, NULL, "sequences per evaluation batch"},
+    {"train", "optimizer", KEY_ENUM, AT(train.optimizer), "adam", 0, 0, optimizer_names, "adam (torch.optim.Adam semantics) or sgd (with momentum)"},
+    {"train", "lr", KEY_DOUBLE, AT(train.lr), "0.001", 0, 1e6, NULL, "peak learning rate"},
+    {"train", "lr_schedule", KEY_ENUM, AT(train.lr_schedule), "constant", 0, 0, schedule_names, "after warmup: constant, linear (to min_lr), cosine (to min_lr) or step (x gamma every step_size)"},
+    {"train", "warmup_steps", KEY_LONG, AT(train.warmup_steps), "0", 0, 9.0e15, NULL, "linear warmup from 0 to lr over this many steps"},
+    {"train", "min_lr", KEY_DOUBLE, AT(train.min_lr), "0.0", 0, 1e6, NULL, "final learning rate of linear and cosine decay"},
+    {"train", "step_size", KEY_LONG, AT(train.step_size), "1000", 1, 9.0e15, NULL, "steps between decays of the step schedule"},
+    {"train", "gamma", KEY_DOUBLE, AT(train.gamma), "0.5", 0, 1, NULL, "decay factor of the step schedule"},
+    {"train", "beta1", KEY_DOUBLE, AT(train.beta1), "0.9", 0, 0.999999, NULL, "Adam first-moment decay"},
+    {"train", "beta2", KEY_DOUBLE, AT(train.beta2), "0.999", 0, 0.99999999, NULL, "Adam second-moment decay"},
+    {"train", "eps", KEY_DOUBLE, AT(train.eps), "1e-8", 0, 1, NULL, "Adam epsilon"},
+    {"train", "weight_decay", KEY_DOUBLE, AT(train.weight_decay), "0.0", 0, 1, NULL, "L2 penalty added to the gradient (as torch.optim)"},
+    {"train", "momentum", KEY_DOUBLE, AT(train.momentum), "0.0", 0, 0.999999, NULL, "SGD momentum"},
+    {"train", "clip_norm", KEY_DOUBLE, AT(train.clip_norm), "0.5", 0, 1e9, NULL, "global gradient-norm clip; 0 disables"},
+    {"train", "log_every", KEY_LONG, AT(train.log_every), "50", 1, 9.0e15, NULL, "steps between progress lines"},
+    {"train", "eval_every", KEY_LONG, AT(train.eval_every), "0", 0, 9.0e15, NULL, "steps between validation runs; 0 = only at the end"},
+    {"train", "threads", KEY_INT, AT(train.threads), "0", 0, 4096, NULL, "CPU threads for BLAS and kernels; 0 = all cores"},
+    {"train", "time_limit_s", KEY_DOUBLE, AT(train.time_limit_s), "0", 0, 1e9, NULL, "stop training after this many seconds (then evaluate and save); 0 = none"},
+
+    {"output", "dir", KEY_STRING, AT(output.dir), "runs/default", 0, 0, NULL, "where model.h5, train.log and config.ini go"},
+    {"output", "save_every", KEY_LONG, AT(output.save_every), "0", 0, 9.0e15, NULL, "steps between model saves; 0 = only at the end"},
+};
+#undef AT
+#define NUM_KEYS (sizeof config_keys / sizeof config_keys[0])
+
+static void *field_ptr(rnnd_config *cfg, const config_key *k) { return (char *)cfg + k->offset; }
+static const void *field_cptr(const rnnd_config *cfg, const config_key *k) {
+  return (const char *)cfg + k->offset;
+}
+
+int rnnd_edit_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  int *row = RNND_ALLOC(int, m + 1, "edit distance row");
+  for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= n; i++) {
+    int diagonal = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= m; j++) {
+      int above = row[j];
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      int best = diagonal + cost;
+      if (above + 1 < best) best = above + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diagonal = above;
+    }
+  }
+  int d = row[m];
+  free(row);
+  return d;
+}
+
+static const config_key *find_key(const char *section, const char *key) {
+  for (size_t i = 0; i < NUM_KEYS; i++)
+    if (!strcmp(config_keys[i].section, section) && !strcmp(config_keys[i].key, key))
+      return &config_keys[i];
+  return NULL;
+}
+
+static void nearest_key(const char *section, const char *key, char *out, size_t out_size) {
+  char wanted[256];
+  snprintf(wanted, sizeof wanted, "%s.%s", section, key);
+  int best = -1;
+  for (size_t i = 0; i < NUM_KEYS; i++) {
+    char candidate[256];
+    snprintf(candidate, sizeof candidate, "%s.%s", config_keys[i].section, config_keys[i].key);
+    int d = rnnd_edit_distance(wanted, candidate);
+    /* A right key in the wrong section is the commonest slip: rank it first. */
+    if (!strcmp(config_keys[i].key, key)) d = 0;
+    if (best < 0 || d < best) {
+      best = d;
+      snprintf(out, out_size, "%s", candidate);
+    }
+  }
+}
+
+static int parse_bool(const char *v, int *out) {
+  static const char *const truthy[] = {"true", "yes", "on", "1"};
+  static const char *const falsy[] = {"false", "no", "off", "0"};
+  for (int i = 0; i < 4; i++) {
+    if (!strcmp(v, truthy[i])) return *out = 1, 1;
+    if (!strcmp(v, falsy[i])) return *out = 0, 1;
+  }
+  return 0;
+}
+
+/* Sets one key from text. `where` names the source ("FILE:LINE" or "--set"). */
+static void set_value(rnnd_config *cfg, const config_key *k, const char *value, const char *where) {
+  void *p = field_ptr(cfg, k);
+  char *end = NULL;
+  errno = 0;
+  switch (k->type) {
+    case KEY_INT:
+    case KEY_LONG: {
+      long long v = strtoll(value, &end, 10);
+      if (errno || end == value || *end)
+        rnnd_input_error("%s: %s.%s = '%s' is not an integer", where, k->section, k->key, value);
+      if ((double)v < k->min || (double)v > k->max)
+        rnnd_input_error("%s: %s.%s = %lld is out of range [%.0f, %.0f]", where, k->section, k->key, v,
+                         k->min, k->max);
+      if (k->type == KEY_INT) *(int *)p = (int)v;
+      else *(long *)p = (long)v;
+      break;
+    }
+    case KEY_DOUBLE: {
+      double v = strtod(value, &end);
+      if (errno || end == value || *end || !isfinite(v))
+        rnnd_input_error("%s: %s.%s = '%s' is not a number", where, k->section, k->key, value);
+      if (v < k->min || v > k->max)
+        rnnd_input_error("%s: %s.%s = %g is out of range [%g, %g]", where, k->section, k->key, v, k->min,
+                         k->max);
+      *(double *)p = v;
+      break;
+    }
+    case KEY_BOOL:
+      if (!parse_bool(value, (int *)p))
+        rnnd_input_error("%s: %s.%s = '%s' is not a boolean (true/false)", where, k->section, k->key, value);
+      break;
+    case KEY_ENUM: {
+      for (int i = 0; k->choices[i]; i++)
+        if (!strcmp(value, k->choices[i])) {
+          *(int *)p = i;
+          return;
+        }
+      char list[256] = "";
+      for (int i = 0; k->choices[i]; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, k->choices[i], sizeof list - strlen(list) - 1);
+      }
+      rnnd_input_error("%s: %s.%s = '%s' is not one of: %s", where, k->section, k->key, value, list);
+    }
+    case KEY_STRING:
+      free(*(char **)p);
+      *(char **)p = rnnd_strdup(value);
+      break;
+  }
+}
+
+static void set_key(rnnd_config *cfg, const char *section, const char *key, const char *value,
+                    const char *where) {
+  const config_key *k = find_key(section, key);
+  if (!k) {
+    char suggestion[256];
+    nearest_key(section, key, suggestion, sizeof suggestion);
+    rnnd_input_error("%s: unknown key '%s.%s' (did you mean '%s'?)", where, section, key, suggestion);
+  }
+  set_value(cfg, k, value, where);
+}
+
+void config_init_defaults(rnnd_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  for (size_t i = 0; i < NUM_KEYS; i++) set_value(cfg, &config_keys[i], config_keys[i].default_value, "default");
+}
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *end = s + strlen(s);
+  while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+  return s;
+}
+
+/* Strips a trailing "; comment" or "# comment" preceded by whitespace. */
+static void strip_inline_comment(char *s) {
+  for (char *p = s; *p; p++)
+    if ((*p == ';' || *p == '#') && (p == s || isspace((unsigned char)p[-1]))) {
+      *p = '\0';
+      return;
+    }
+}
+
+static int valid_section(const char *s) {
+  return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "output");
+}
+
+void config_load_file(rnnd_config *cfg, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) rnnd_input_error("%s: cannot open config file: %s", path, strerror(errno));
+  char line[4096], section[64] = "", where[4200];
+  int line_no = 0;
+  while (fgets(line, sizeof line, f)) {
+    line_no++;
+    snprintf(where, sizeof where, "%s:%d", path, line_no);
+    if (!strchr(line, '\n') && !feof(f)) rnnd_input_error("%s: line longer than %zu bytes", where, sizeof line - 2);
+    char *s = trim(line);
+    if (*s == '\0' || *s == ';' || *s == '#') continue;
+    if (*s == '[') {
+      char *close = strchr(s, ']');
+      if (!close || *trim(close + 1)) rnnd_input_error("%s: malformed section header '%s'", where, s);
+      *close = '\0';
+      char *name = trim(s + 1);
+      if (!valid_section(name))
+        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, output)", where, name);
+      snprintf(section, sizeof section, "%s", name);
+      continue;
+    }
+    char *eq = strchr(s, '=');
+    if (!eq) rnnd_input_error("%s: expected 'key = value', got '%s'", where, s);
+    if (!section[0]) rnnd_input_error("%s: key outside of any [section]", where);
+    *eq = '\0';
+    char *key = trim(s), *value = eq + 1;
+    strip_inline_comment(value);
+    set_key(cfg, section, key, trim(value), where);
+  }
+  fclose(f);
+}
+
+void config_apply_override(rnnd_config *cfg, const char *assignment) {
+  char buffer[4096], where[4200];
+  snprintf(where, sizeof where, "--set %s", assignment);
+  if (strlen(assignment) >= sizeof buffer) rnnd_input_error("%s: override too long", where);
+  strcpy(buffer, assignment);
+  char *eq = strchr(buffer, '=');
+  char *dot = strchr(buffer, '.');
+  if (!eq || !dot || dot > eq) rnnd_input_error("%s: expected section.key=value", where);
+  *eq = '\0';
+  *dot = '\0';
+  char *section = trim(buffer), *key = trim(dot + 1);
+  if (!valid_section(section))
+    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, output)", where, section);
+  set_key(cfg, section, key, trim(eq + 1), where);
+}
+
+static void default_data_path(char **field, const char *dir, const char *name) {
+  if ((*field)[0] || !dir[0]) return;
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *path = rnnd_malloc(n, "data path");
+  snprintf(path, n, "%s/%s", dir, name);
+  free(*field);
+  *field = path;
+}
+
+void config_finalize(rnnd_config *cfg) {
+  default_data_path(&cfg->data.train, cfg->data.dir, "train.h5");
+  default_data_path(&cfg->data.valid, cfg->data.dir, "valid.h5");
+  default_data_path(&cfg->data.test, cfg->data.dir, "test.h5");
+  int directions = cfg->model.bidirectional ? 2 : 1;
+  if (cfg->model.tie_weights && cfg->model.embed != cfg->model.hidden * directions)
+    rnnd_input_error("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)",
+                     cfg->model.embed, cfg->model.hidden * directions);
+  if (!cfg->output.dir[0]) rnnd_input_error("config: output.dir must not be empty");
+}
+
+static void write_value(const rnnd_config *cfg, const config_key *k, FILE *out) {
+  const void *p = field_cptr(cfg, k);
+  switch (k->type) {
+    case KEY_INT: fprintf(out, "%d", *(const int *)p); break;
+    case KEY_LONG: fprintf(out, "%ld", *(const long *)p); break;
+    case KEY_DOUBLE: fprintf(out, "%.17g", *(const double *)p); break;
+    case KEY_BOOL: fputs(*(const int *)p ? "true" : "false", out); break;
+    case KEY_ENUM: fputs(k->choices[*(const int *)p], out); break;
+    case KEY_STRING: fputs(*(char *const *)p, out); break;
+  }
+}
+
+void config_write(const rnnd_config *cfg, FILE *out) {
+  const char *section = "";
+  for (size_t i = 0; i < NUM_KEYS; i++) {
+    const config_key *k = &config_keys[i];
+    if (strcmp(section, k->section)) {
+      fprintf(out, "%s[%s]\n", i ? "\n" : "", k->section);
+      section = k->section;
+    }
+    fprintf(out, "%s = ", k->key);
+    write_value(cfg, k, out);
+    fputc('\n', out);
+  }
+}
+
+void config_print_reference(FILE *out) {
+  static const char *const type_names[] = {"int", "int", "float", "bool", "choice", "string"};
+  for (size_t i = 0; i < NUM_KEYS; i++) {
+    const config_key *k = &config_keys[i];
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", k->section, k->key);
+    fprintf(out, "  %-22s %-7s default %-13s %s\n", name, type_names[k->type],
+            k->default_value[0] ? k->default_value : "\"\"", k->help);
+  }
+}
+
+void config_free(rnnd_config *cfg) {
+  for (size_t i = 0; i < NUM_KEYS; i++)
+    if (config_keys[i].type == KEY_STRING) {
+      char **p = field_ptr(cfg, &config_keys[i]);
+      free(*p);
+      *p = NULL;
+    }
+}

@@ -1,0 +1,64 @@
+/* batch.c — packs sequence pieces into the time-major packed layout (batch.h). */
+#include "rnnd/batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+
+void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens) {
+  memset(b, 0, sizeof *b);
+  b->max_pieces = max_pieces;
+  b->max_len = max_len;
+  b->max_tokens = max_tokens;
+  b->pieces = RNND_ALLOC(rnnd_piece, max_pieces, "batch pieces");
+  b->batch_sizes = RNND_ALLOC(int32_t, max_len, "batch sizes");
+  b->step_offsets = RNND_ALLOC(int64_t, (size_t)max_len + 1, "step offsets");
+  b->inputs = RNND_ALLOC(int32_t, max_tokens, "batch inputs");
+  b->targets = RNND_ALLOC(int32_t, max_tokens, "batch targets");
+  b->positions = RNND_ALLOC(int32_t, max_tokens, "batch positions");
+}
+
+void batch_free(rnnd_batch *b) {
+  free(b->pieces);
+  free(b->batch_sizes);
+  free(b->step_offsets);
+  free(b->inputs);
+  free(b->targets);
+  free(b->positions);
+  memset(b, 0, sizeof *b);
+}
+
+static int longer_first(const void *pa, const void *pb) {
+  const rnnd_piece *a = pa, *b = pb;
+  if (a->length != b->length) return a->length > b->length ? -1 : 1;
+  return (a->id > b->id) - (a->id < b->id);
+}
+
+void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count) {
+  RNND_ASSERT(count >= 1 && count <= b->max_pieces);
+  memcpy(b->pieces, pieces, (size_t)count * sizeof *pieces);
+  qsort(b->pieces, (size_t)count, sizeof *b->pieces, longer_first);
+  b->n_pieces = count;
+  b->n_steps = b->pieces[0].length;
+  RNND_ASSERT(b->n_steps <= b->max_len);
+  /* batch_sizes[t] = pieces longer than t; a prefix because lengths descend. */
+  int running = count;
+  b->step_offsets[0] = 0;
+  for (int t = 0; t < b->n_steps; t++) {
+    while (running > 0 && b->pieces[running - 1].length <= t) running--;
+    b->batch_sizes[t] = running;
+    b->step_offsets[t + 1] = b->step_offsets[t] + running;
+  }
+  b->n_tokens = b->step_offsets[b->n_steps];
+  RNND_ASSERT(b->n_tokens <= b->max_tokens);
+  for (int i = 0; i < count; i++) {
+    const rnnd_piece *p = &b->pieces[i];
+    for (int t = 0; t < p->length; t++) {
+      int64_t row = b->step_offsets[t] + i, at = p->start + t;
+      b->targets[row] = ds->tokens[at];
+      b->inputs[row] = at > 0 ? ds->tokens[at - 1] : ds->eos_id;
+      b->positions[row] = t;
+    }
+  }
+}

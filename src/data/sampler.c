@@ -1,0 +1,178 @@
+/* sampler.c — pieces, length buckets and the per-epoch batch plan (sampler.h). */
+#include "rnnd/sampler.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+#include "rnnd/rng.h"
+
+static void cut_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < ds->n_sequences; i++)
+    count += (dataset_sequence_length(ds, i) + s->max_len - 1) / s->max_len;
+  s->pieces = RNND_ALLOC(rnnd_piece, count, "pieces");
+  s->n_pieces = count;
+  int64_t n = 0;
+  for (int64_t i = 0; i < ds->n_sequences; i++) {
+    int64_t length = dataset_sequence_length(ds, i);
+    for (int64_t k = 0; k < length; k += s->max_len) {
+      int64_t piece_len = length - k < s->max_len ? length - k : s->max_len;
+      s->pieces[n] = (rnnd_piece){.start = ds->offsets[i] + k, .length = (int32_t)piece_len, .id = n};
+      n++;
+    }
+  }
+}
+
+static int compare_int32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorted piece lengths, ascending; caller frees. */
+static int32_t *sorted_lengths(const rnnd_sampler *s) {
+  int32_t *lengths = RNND_ALLOC(int32_t, s->n_pieces, "piece lengths");
+  for (int64_t i = 0; i < s->n_pieces; i++) lengths[i] = s->pieces[i].length;
+  qsort(lengths, (size_t)s->n_pieces, sizeof *lengths, compare_int32);
+  return lengths;
+}
+
+static void auto_buckets(rnnd_sampler *s, const int32_t *lengths, int num_buckets) {
+  s->bucket_upper = RNND_ALLOC(int32_t, num_buckets, "bucket bounds");
+  s->n_buckets = 0;
+  for (int b = 1; b <= num_buckets; b++) {
+    int64_t at = (s->n_pieces * b) / num_buckets - 1;
+    int32_t bound = lengths[at < 0 ? 0 : at];
+    if (s->n_buckets == 0 || bound > s->bucket_upper[s->n_buckets - 1]) s->bucket_upper[s->n_buckets++] = bound;
+  }
+}
+
+/* Explicit bounds; a final bucket is added for pieces above the last bound. */
+static void explicit_buckets(rnnd_sampler *s, const char *spec, int32_t longest) {
+  int capacity = 2;
+  for (const char *p = spec; *p; p++) capacity += *p == ',';
+  s->bucket_upper = RNND_ALLOC(int32_t, capacity, "bucket bounds");
+  const char *p = spec;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long bound = strtol(p, &end, 10);
+    if (end == p || errno || bound < 1 || (*end && *end != ','))
+      rnnd_input_error("config: data.buckets = '%s': expected 'auto' or ascending positive integers like 10,20,40",
+                       spec);
+    if (s->n_buckets && bound <= s->bucket_upper[s->n_buckets - 1])
+      rnnd_input_error("config: data.buckets = '%s': bounds must be strictly ascending", spec);
+    s->bucket_upper[s->n_buckets++] = (int32_t)bound;
+    p = *end ? end + 1 : end;
+  }
+  if (s->n_buckets == 0) rnnd_input_error("config: data.buckets is empty (use 'auto')");
+  if (s->bucket_upper[s->n_buckets - 1] < longest) s->bucket_upper[s->n_buckets++] = longest;
+}
+
+static int bucket_of(const rnnd_sampler *s, int32_t length) {
+  int b = 0;
+  while (b < s->n_buckets - 1 && length > s->bucket_upper[b]) b++;
+  return b;
+}
+
+void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, int max_len, int batch, const char *buckets,
+                  int num_buckets, uint64_t seed, int shuffle) {
+  memset(s, 0, sizeof *s);
+  s->max_len = max_len;
+  s->batch = batch;
+  s->seed = seed;
+  s->shuffle = shuffle;
+  cut_pieces(s, ds);
+  int32_t *lengths = sorted_lengths(s);
+  s->largest_batch_steps = lengths[s->n_pieces - 1];
+  for (int64_t i = 0; i < batch && i < s->n_pieces; i++) s->largest_batch_tokens += lengths[s->n_pieces - 1 - i];
+  if (!strcmp(buckets, "auto")) auto_buckets(s, lengths, num_buckets);
+  else explicit_buckets(s, buckets, s->largest_batch_steps);
+  free(lengths);
+  s->order = RNND_ALLOC(rnnd_piece, s->n_pieces, "batch order");
+  s->batches = RNND_ALLOC(rnnd_batch_ref, s->n_pieces, "batch list");
+  s->epoch = -1;
+}
+
+static void shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key) {
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rng_key2(key, (uint64_t)i) % (uint64_t)(i + 1));
+    rnnd_piece t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+  }
+}
+
+static void shuffle_batches(rnnd_batch_ref *r, int64_t n, uint64_t key) {
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rng_key2(key, (uint64_t)i) % (uint64_t)(i + 1));
+    rnnd_batch_ref t = r[i];
+    r[i] = r[j];
+    r[j] = t;
+  }
+}
+
+static int longest_first(const void *pa, const void *pb) {
+  const rnnd_piece *a = pa, *b = pb;
+  if (a->length != b->length) return a->length > b->length ? -1 : 1;
+  return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Groups pieces by bucket (counting sort keeps data-set order inside each). */
+static void group_by_bucket(rnnd_sampler *s, int64_t *bucket_start) {
+  memset(bucket_start, 0, sizeof(int64_t) * ((size_t)s->n_buckets + 1));
+  for (int64_t i = 0; i < s->n_pieces; i++) bucket_start[bucket_of(s, s->pieces[i].length) + 1]++;
+  for (int b = 0; b < s->n_buckets; b++) bucket_start[b + 1] += bucket_start[b];
+  int64_t *fill = RNND_ALLOC(int64_t, s->n_buckets, "bucket fill");
+  memcpy(fill, bucket_start, sizeof(int64_t) * (size_t)s->n_buckets);
+  for (int64_t i = 0; i < s->n_pieces; i++) s->order[fill[bucket_of(s, s->pieces[i].length)]++] = s->pieces[i];
+  free(fill);
+}
+
+void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
+  s->epoch = epoch;
+  s->next_batch = 0;
+  s->n_batches = 0;
+  int64_t *bucket_start = RNND_ALLOC(int64_t, (size_t)s->n_buckets + 1, "bucket starts");
+  if (s->shuffle) {
+    group_by_bucket(s, bucket_start);
+  } else {
+    /* Evaluation: one "bucket" in length order packs batches tightest. */
+    memcpy(s->order, s->pieces, (size_t)s->n_pieces * sizeof *s->order);
+    qsort(s->order, (size_t)s->n_pieces, sizeof *s->order, longest_first);
+    bucket_start[0] = 0;
+    for (int b = 1; b <= s->n_buckets; b++) bucket_start[b] = s->n_pieces;
+  }
+  uint64_t epoch_key = rng_key2(s->seed ^ 0x5A3Dull, (uint64_t)epoch);
+  for (int b = 0; b < s->n_buckets; b++) {
+    int64_t first = bucket_start[b], n = bucket_start[b + 1] - first;
+    if (s->shuffle) shuffle_pieces(s->order + first, n, rng_key2(epoch_key, (uint64_t)b));
+    for (int64_t k = 0; k < n; k += s->batch)
+      s->batches[s->n_batches++] = (rnnd_batch_ref){first + k, (int)(n - k < s->batch ? n - k : s->batch)};
+  }
+  if (s->shuffle) shuffle_batches(s->batches, s->n_batches, rng_key2(epoch_key, 0xBA7Cull));
+  free(bucket_start);
+}
+
+int sampler_next_pieces(rnnd_sampler *s, const rnnd_piece **pieces) {
+  if (s->next_batch >= s->n_batches) return 0;
+  const rnnd_batch_ref *r = &s->batches[s->next_batch++];
+  *pieces = s->order + r->first;
+  return r->count;
+}
+
+int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b) {
+  const rnnd_piece *pieces;
+  int count = sampler_next_pieces(s, &pieces);
+  if (count) batch_fill(b, ds, pieces, count);
+  return count > 0;
+}
+
+void sampler_free(rnnd_sampler *s) {
+  free(s->pieces);
+  free(s->bucket_upper);
+  free(s->order);
+  free(s->batches);
+  memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,156 @@
+/* model_file.c — HDF5 model file read/write (model_file.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "rnnd/model_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rnnd/common.h"
+#include "rnnd/h5util.h"
+
+static void write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data) {
+  hsize_t dims[2] = {(hsize_t)v->rows, (hsize_t)v->cols};
+  hid_t space = H5Screate_simple(v->ndim, dims, NULL);
+  hid_t set = h5_check(H5Dcreate2(group, v->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                       path, "cannot create model dataset");
+  h5_check(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "cannot write model dataset");
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_shape *s) {
+  h5_write_string_attr(path, group, "cell", model_cell_name(s->cell));
+  h5_write_int_attr(path, group, "layers", s->layers);
+  h5_write_int_attr(path, group, "embed", s->embed);
+  h5_write_int_attr(path, group, "hidden", s->hidden);
+  h5_write_int_attr(path, group, "vocab_size", s->vocab_size);
+  h5_write_int_attr(path, group, "bidirectional", s->directions == 2);
+  h5_write_int_attr(path, group, "tie_weights", s->tie_weights);
+}
+
+/* fsync so the rename below never publishes a file whose data is not on disk. */
+static void sync_file(const char *path) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0 || fsync(fd) != 0) rnnd_input_error("%s: cannot sync model file (%s)", path, strerror(errno));
+  close(fd);
+}
+
+void model_file_write(const char *path, const rnnd_layout *layout, const float *params, int max_len) {
+  h5_quiet();
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) rnnd_input_error("%s: cannot create model file (%s)", tmp, strerror(errno));
+  h5_write_string_attr(tmp, file, "format", RNND_MODEL_FORMAT);
+  h5_write_int_attr(tmp, file, "format_version", RNND_MODEL_FORMAT_VERSION);
+  h5_write_int_attr(tmp, file, "max_len", max_len);
+  hid_t group = h5_check(H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp,
+                         "cannot create /model");
+  write_shape_attrs(tmp, group, &layout->shape);
+  for (int i = 0; i < layout->n_views; i++) write_view(tmp, group, &layout->views[i], params + layout->views[i].offset);
+  H5Gclose(group);
+  if (H5Fclose(file) < 0) {
+    unlink(tmp);
+    rnnd_input_error("%s: cannot write model file (disk full?)", tmp);
+  }
+  sync_file(tmp);
+  if (rename(tmp, path) != 0) {
+    unlink(tmp);
+    rnnd_input_error("%s: cannot rename model file into place (%s)", path, strerror(errno));
+  }
+}
+
+static int read_cell(const char *path, hid_t group) {
+  char cell[32];
+  h5_read_string_attr(path, group, "/model", "cell", cell, sizeof cell);
+  if (!strcmp(cell, "gru")) return RNND_CELL_GRU;
+  if (!strcmp(cell, "lstm")) return RNND_CELL_LSTM;
+  rnnd_input_error("%s: /model attribute cell = '%s' (expected gru or lstm)", path, cell);
+}
+
+static int read_bounded(const char *path, hid_t group, const char *name, int64_t lo, int64_t hi) {
+  int64_t v = h5_read_int_attr(path, group, "/model", name);
+  if (v < lo || v > hi)
+    rnnd_input_error("%s: /model attribute %s = %lld is out of range [%lld, %lld]", path, name, (long long)v,
+                     (long long)lo, (long long)hi);
+  return (int)v;
+}
+
+static hid_t open_model_group(const char *path, hid_t file) {
+  if (h5_has_attr(file, "format_version")) {
+    int64_t version = h5_read_int_attr(path, file, "/", "format_version");
+    if (version > RNND_MODEL_FORMAT_VERSION)
+      rnnd_input_error("%s: model file format_version %lld is newer than this rnn_dist reads (%d)", path,
+                       (long long)version, RNND_MODEL_FORMAT_VERSION);
+  }
+  if (H5Lexists(file, "model", H5P_DEFAULT) <= 0) rnnd_input_error("%s: missing group /model (not a model file)", path);
+  return h5_check(H5Gopen2(file, "model", H5P_DEFAULT), path, "cannot open /model");
+}
+
+void model_file_read_shape(const char *path, rnnd_model_shape *s, int *max_len) {
+  hid_t file = h5_open_read(path);
+  hid_t group = open_model_group(path, file);
+  s->cell = read_cell(path, group);
+  s->layers = read_bounded(path, group, "layers", 1, RNND_MAX_LAYERS);
+  s->embed = read_bounded(path, group, "embed", 1, 1 << 20);
+  s->hidden = read_bounded(path, group, "hidden", 1, 1 << 20);
+  s->vocab_size = read_bounded(path, group, "vocab_size", 1, 1 << 30);
+  s->directions = read_bounded(path, group, "bidirectional", 0, 1) + 1;
+  s->tie_weights = read_bounded(path, group, "tie_weights", 0, 1);
+  if (s->tie_weights && s->embed != s->hidden * s->directions)
+    rnnd_input_error("%s: tied model needs embed = hidden x directions", path);
+  *max_len = h5_has_attr(file, "max_len") ? (int)h5_read_int_attr(path, file, "/", "max_len") : 0;
+  H5Gclose(group);
+  H5Fclose(file);
+}
+
+void model_file_check_shape(const char *path, const rnnd_model_shape *want) {
+  rnnd_model_shape got;
+  int max_len;
+  model_file_read_shape(path, &got, &max_len);
+  const char *names[] = {"cell", "layers", "embed", "hidden", "vocab_size", "bidirectional", "tie_weights"};
+  int have[] = {got.cell, got.layers, got.embed, got.hidden, got.vocab_size, got.directions - 1, got.tie_weights};
+  int need[] = {want->cell, want->layers, want->embed, want->hidden, want->vocab_size, want->directions - 1,
+                want->tie_weights};
+  for (int i = 0; i < 7; i++)
+    if (have[i] != need[i])
+      rnnd_input_error("%s: model has %s = %d but %d is expected (config or data set of another shape)", path,
+                       names[i], have[i], need[i]);
+}
+
+static void format_shape(char *buf, size_t size, int ndim, long long rows, long long cols) {
+  if (ndim == 1) snprintf(buf, size, "[%lld]", rows);
+  else if (ndim == 2) snprintf(buf, size, "[%lld, %lld]", rows, cols);
+  else snprintf(buf, size, "(rank %d)", ndim);
+}
+
+static void read_view(const char *path, hid_t group, const rnnd_param_view *v, float *data) {
+  if (H5Lexists(group, v->name, H5P_DEFAULT) <= 0) rnnd_input_error("%s: missing dataset /model/%s", path, v->name);
+  hid_t set = h5_check(H5Dopen2(group, v->name, H5P_DEFAULT), path, "cannot open model dataset");
+  hid_t space = H5Dget_space(set);
+  hsize_t dims[2] = {0, 1};
+  int ndim = H5Sget_simple_extent_ndims(space);
+  if (ndim >= 1 && ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  if (ndim != v->ndim || dims[0] != (hsize_t)v->rows || (ndim == 2 && dims[1] != (hsize_t)v->cols)) {
+    char got[64], want[64];
+    format_shape(got, sizeof got, ndim, (long long)dims[0], (long long)dims[1]);
+    format_shape(want, sizeof want, v->ndim, (long long)v->rows, (long long)v->cols);
+    rnnd_input_error("%s: /model/%s has shape %s but %s is expected", path, v->name, got, want);
+  }
+  h5_check(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "cannot read model dataset");
+  H5Sclose(space);
+  H5Dclose(set);
+}
+
+void model_file_load_params(const char *path, const rnnd_layout *layout, float *params) {
+  model_file_check_shape(path, &layout->shape);
+  hid_t file = h5_open_read(path);
+  hid_t group = open_model_group(path, file);
+  for (int i = 0; i < layout->n_views; i++)
+    if (!layout->views[i].alias) read_view(path, group, &layout->views[i], params + layout->views[i].offset);
+  H5Gclose(group);
+  H5Fclose(file);
+}

@@ -1,0 +1,106 @@
+/* model.c — parameter layout in PyTorch state_dict order and initialisation. */
+#include "rnnd/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+#include "rnnd/rng.h"
+
+const char *model_cell_name(int cell) { return cell == RNND_CELL_LSTM ? "lstm" : "gru"; }
+
+void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *cfg, int vocab_size) {
+  shape->cell = cfg->cell;
+  shape->layers = cfg->layers;
+  shape->embed = cfg->embed;
+  shape->hidden = cfg->hidden;
+  shape->vocab_size = vocab_size;
+  shape->directions = cfg->bidirectional ? 2 : 1;
+  shape->tie_weights = cfg->tie_weights;
+}
+
+static size_t add_view(rnnd_layout *l, const char *name, int64_t rows, int64_t cols, int ndim) {
+  RNND_ASSERT(l->n_views < RNND_MAX_VIEWS);
+  rnnd_param_view *v = &l->views[l->n_views++];
+  snprintf(v->name, sizeof v->name, "%s", name);
+  v->ndim = ndim;
+  v->rows = rows;
+  v->cols = cols;
+  v->numel = (size_t)(rows * cols);
+  v->offset = l->numel;
+  v->alias = 0;
+  l->numel += v->numel;
+  return v->offset;
+}
+
+void model_layout_init(rnnd_layout *l, const rnnd_model_shape *s) {
+  memset(l, 0, sizeof *l);
+  l->shape = *s;
+  l->gates = s->cell == RNND_CELL_LSTM ? 4 : 3;
+  RNND_ASSERT(s->layers >= 1 && s->layers <= RNND_MAX_LAYERS);
+  int64_t gh = (int64_t)l->gates * s->hidden;
+  l->embedding_weight = add_view(l, "embedding.weight", s->vocab_size, s->embed, 2);
+  for (int layer = 0; layer < s->layers; layer++) {
+    int input_size = layer == 0 ? s->embed : s->hidden * s->directions;
+    for (int dir = 0; dir < s->directions; dir++) {
+      const char *suffix = dir ? "_reverse" : "";
+      char name[48];
+      rnnd_rnn_offsets *o = &l->rnn[layer][dir];
+      o->input_size = input_size;
+      snprintf(name, sizeof name, "rnn.weight_ih_l%d%s", layer, suffix);
+      o->weight_ih = add_view(l, name, gh, input_size, 2);
+      snprintf(name, sizeof name, "rnn.weight_hh_l%d%s", layer, suffix);
+      o->weight_hh = add_view(l, name, gh, s->hidden, 2);
+      snprintf(name, sizeof name, "rnn.bias_ih_l%d%s", layer, suffix);
+      o->bias_ih = add_view(l, name, gh, 1, 1);
+      snprintf(name, sizeof name, "rnn.bias_hh_l%d%s", layer, suffix);
+      o->bias_hh = add_view(l, name, gh, 1, 1);
+    }
+  }
+  int64_t top = (int64_t)s->hidden * s->directions;
+  if (s->tie_weights) {
+    RNND_ASSERT(top == s->embed);
+    rnnd_param_view *v = &l->views[l->n_views++];
+    *v = l->views[0];
+    snprintf(v->name, sizeof v->name, "decoder.weight");
+    v->alias = 1;
+    l->decoder_weight = l->embedding_weight;
+  } else {
+    l->decoder_weight = add_view(l, "decoder.weight", s->vocab_size, top, 2);
+  }
+  l->decoder_bias = add_view(l, "decoder.bias", s->vocab_size, 1, 1);
+}
+
+const rnnd_param_view *model_find_view(const rnnd_layout *l, const char *name) {
+  for (int i = 0; i < l->n_views; i++)
+    if (!strcmp(l->views[i].name, name)) return &l->views[i];
+  return NULL;
+}
+
+static void fill_uniform(float *p, size_t n, float bound, uint64_t key) {
+  for (size_t i = 0; i < n; i++) p[i] = bound * (2.0f * rng_uniform_from(rng_key2(key, i)) - 1.0f);
+}
+
+void model_init_params(const rnnd_layout *l, float *params, uint64_t seed) {
+  float rnn_bound = 1.0f / sqrtf((float)l->shape.hidden);
+  for (int i = 0; i < l->n_views; i++) {
+    const rnnd_param_view *v = &l->views[i];
+    if (v->alias) continue;
+    uint64_t key = rng_key2(seed ^ 0x1A17ull, (uint64_t)i);
+    float *p = params + v->offset;
+    if (!strcmp(v->name, "decoder.bias")) memset(p, 0, v->numel * sizeof *p);
+    else if (!strncmp(v->name, "rnn.", 4)) fill_uniform(p, v->numel, rnn_bound, key);
+    else fill_uniform(p, v->numel, 0.1f, key);
+  }
+}
+
+double model_train_flops_per_token(const rnnd_model_shape *s) {
+  double gates = s->cell == RNND_CELL_LSTM ? 4 : 3, forward = 0;
+  for (int layer = 0; layer < s->layers; layer++) {
+    double input = layer == 0 ? s->embed : (double)s->hidden * s->directions;
+    forward += s->directions * 2.0 * gates * s->hidden * (input + s->hidden);
+  }
+  forward += 2.0 * s->vocab_size * (double)s->hidden * s->directions;
+  return 3.0 * forward;
+}

@@ -1,0 +1,97 @@
+/* optim.c — Adam, SGD, learning-rate schedules and clipping (optim.h). */
+#include "rnnd/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+
+void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel) {
+  memset(opt, 0, sizeof *opt);
+  opt->kind = cfg->optimizer;
+  opt->numel = numel;
+  opt->beta1 = cfg->beta1;
+  opt->beta2 = cfg->beta2;
+  opt->eps = cfg->eps;
+  opt->weight_decay = cfg->weight_decay;
+  opt->momentum = cfg->momentum;
+  opt->m = RNND_ALLOC(float, numel, "optimizer first moment");
+  if (opt->kind == RNND_OPT_ADAM) opt->v = RNND_ALLOC(float, numel, "optimizer second moment");
+}
+
+size_t optimizer_state_bytes(const rnnd_optimizer *opt) {
+  return opt->numel * sizeof(float) * (opt->v ? 2 : 1);
+}
+
+void optimizer_free(rnnd_optimizer *opt) {
+  free(opt->m);
+  free(opt->v);
+  memset(opt, 0, sizeof *opt);
+}
+
+/* Same operation order as torch.optim.Adam (single-tensor path):
+ * denom = sqrt(v) / sqrt(1 - b2^t) + eps;  p -= lr / (1 - b1^t) * m / denom. */
+static void adam_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+  const float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
+  const float wd = (float)opt->weight_decay;
+  const double t = (double)opt->steps;
+  const float step_size = (float)(lr / (1.0 - pow(opt->beta1, t)));
+  const float correction2_sqrt = (float)sqrt(1.0 - pow(opt->beta2, t));
+  float *m = opt->m, *v = opt->v;
+  for (size_t i = 0; i < opt->numel; i++) {
+    float g = grads[i] + wd * params[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g;
+    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+    float denom = sqrtf(v[i]) / correction2_sqrt + eps;
+    params[i] -= step_size * (m[i] / denom);
+  }
+}
+
+/* torch.optim.SGD with dampening 0: buf = momentum * buf + g (buf = g on the
+ * first step), p -= lr * buf. */
+static void sgd_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+  const float mu = (float)opt->momentum, wd = (float)opt->weight_decay, rate = (float)lr;
+  for (size_t i = 0; i < opt->numel; i++) {
+    float g = grads[i] + wd * params[i];
+    if (mu != 0.0f) {
+      opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
+      g = opt->m[i];
+    }
+    params[i] -= rate * g;
+  }
+}
+
+void optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+  opt->steps++;
+  if (opt->kind == RNND_OPT_ADAM) adam_step(opt, params, grads, lr);
+  else sgd_step(opt, params, grads, lr);
+}
+
+double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_steps) {
+  if (step < cfg->warmup_steps) return cfg->lr * (double)(step + 1) / (double)cfg->warmup_steps;
+  int64_t after = step - cfg->warmup_steps, span = total_steps - cfg->warmup_steps;
+  double progress = span > 0 ? (double)after / (double)span : 1.0;
+  if (progress > 1.0) progress = 1.0;
+  switch (cfg->lr_schedule) {
+    case RNND_LR_LINEAR: return cfg->lr + (cfg->min_lr - cfg->lr) * progress;
+    case RNND_LR_COSINE: return cfg->min_lr + 0.5 * (cfg->lr - cfg->min_lr) * (1.0 + cos(3.14159265358979323846 * progress));
+    case RNND_LR_STEP: return cfg->lr * pow(cfg->gamma, (double)(after / cfg->step_size));
+    default: return cfg->lr;
+  }
+}
+
+double grad_global_norm(const float *grads, size_t numel) {
+  double sum = 0.0;
+  for (size_t i = 0; i < numel; i++) sum += (double)grads[i] * grads[i];
+  return sqrt(sum);
+}
+
+double grad_clip(float *grads, size_t numel, double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0;
+  double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return 1.0;
+  float c = (float)coef;
+  for (size_t i = 0; i < numel; i++) grads[i] *= c;
+  return coef;
+}

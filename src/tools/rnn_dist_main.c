@@ -1,0 +1,137 @@
+/* rnn_dist_main.c — command line of rnn_dist: `train` (the default) and
+ * `eval`. Everything else lives in the library; main only parses arguments. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+#include "rnnd/comm.h"
+#include "rnnd/config.h"
+#include "rnnd/model_file.h"
+#include "rnnd/trainer.h"
+
+#define RNND_VERSION "0.1.0"
+
+static void print_help(void) {
+  printf(
+      "rnn_dist %s — distributed GRU/LSTM trainer\n\n"
+      "usage:\n"
+      "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5]\n"
+      "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
+      "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
+      "train options:\n"
+      "  --config FILE          INI file with sections [model] [data] [train] [output]\n"
+      "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
+      "  --init MODEL.h5        start from the parameters of a model file of the same shape\n"
+      "eval options:\n"
+      "  --checkpoint MODEL.h5  model file written by training\n"
+      "  --data DATA.h5         data set from rnn_prep (same vocabulary as the model)\n"
+      "  --max-len N            piece length (default: the one the model was trained with)\n"
+      "  --batch N              sequences per evaluation batch (default 64)\n"
+      "  --threads N            CPU threads (default: all cores)\n"
+      "  the last line printed is: loss <mean nll> ppl <exp(loss)> tokens <count>\n"
+      "other:\n"
+      "  --help, -h             this text\n"
+      "  --version              print the version\n\n"
+      "configuration keys (section.key  type  default  meaning):\n",
+      RNND_VERSION);
+  config_print_reference(stdout);
+  printf("\nexit codes: 0 success, 1 internal error, 2 bad input (config, data, model file, command line)\n");
+}
+
+typedef struct {
+  const char *checkpoint, *data;
+  int max_len, batch, threads;
+} eval_args;
+
+static int parse_positive(const char *option, const char *text) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  if (*text == '\0' || *end || v < 1 || v > (1 << 24))
+    rnnd_input_error("%s: expected a positive integer, got '%s'", option, text);
+  return (int)v;
+}
+
+static const char *option_value(int argc, char **argv, int *i) {
+  if (*i + 1 >= argc) rnnd_input_error("%s: missing value (see --help)", argv[*i]);
+  return argv[++*i];
+}
+
+static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
+  eval_args a = {NULL, NULL, 0, 64, 0};
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--checkpoint")) a.checkpoint = option_value(argc, argv, &i);
+    else if (!strcmp(argv[i], "--data")) a.data = option_value(argc, argv, &i);
+    else if (!strcmp(argv[i], "--max-len")) a.max_len = parse_positive("--max-len", option_value(argc, argv, &i));
+    else if (!strcmp(argv[i], "--batch")) a.batch = parse_positive("--batch", option_value(argc, argv, &i));
+    else if (!strcmp(argv[i], "--threads")) a.threads = parse_positive("--threads", option_value(argc, argv, &i));
+    else rnnd_input_error("eval: unknown option '%s' (see --help)", argv[i]);
+  }
+  if (!a.checkpoint || !a.data) rnnd_input_error("eval: --checkpoint and --data are required (see --help)");
+  rnnd_model_shape shape;
+  int trained_max_len = 0;
+  model_file_read_shape(a.checkpoint, &shape, &trained_max_len);
+  if (!a.max_len) a.max_len = trained_max_len > 0 ? trained_max_len : 70;
+  rnnd_dataset ds;
+  dataset_load(&ds, a.data, 0);
+  if (ds.vocab_size != shape.vocab_size)
+    rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a.data,
+                     ds.vocab_size, a.checkpoint, shape.vocab_size);
+  rnnd_layout layout;
+  model_layout_init(&layout, &shape);
+  float *params = RNND_ALLOC(float, layout.numel, "parameters");
+  model_file_load_params(a.checkpoint, &layout, params);
+  rnnd_sampler sampler;
+  sampler_init(&sampler, &ds, a.max_len, a.batch, "auto", 1, 0, 0);
+  rnnd_backend_capacity cap = {a.batch, sampler.largest_batch_steps, sampler.largest_batch_tokens, a.threads};
+  rnnd_backend *be = cpu_backend_create(&layout, &cap);
+  rnnd_batch batch;
+  batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
+  rnnd_eval_result r = evaluate_dataset(be, params, &ds, &sampler, &batch, comm);
+  double loss = r.nll_sum / (double)r.tokens;
+  rnnd_print0("loss %.6f ppl %.4f tokens %lld\n", loss, exp(loss), (long long)r.tokens);
+  batch_free(&batch);
+  be->ops->destroy(be);
+  sampler_free(&sampler);
+  free(params);
+  dataset_free(&ds);
+  return 0;
+}
+
+static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
+  rnnd_config cfg;
+  config_init_defaults(&cfg);
+  const char *init_model = NULL;
+  /* --config first, so --set overrides apply on top of it wherever they appear. */
+  for (int i = first; i < argc; i++)
+    if (!strcmp(argv[i], "--config")) config_load_file(&cfg, option_value(argc, argv, &i));
+  for (int i = first; i < argc; i++) {
+    if (!strcmp(argv[i], "--config")) i++;
+    else if (!strcmp(argv[i], "--set")) config_apply_override(&cfg, option_value(argc, argv, &i));
+    else if (!strcmp(argv[i], "--init")) init_model = option_value(argc, argv, &i);
+    else rnnd_input_error("unknown option '%s' (see --help)", argv[i]);
+  }
+  config_finalize(&cfg);
+  rnnd_trainer trainer;
+  trainer_init(&trainer, &cfg, comm, init_model);
+  trainer_run(&trainer);
+  trainer_free(&trainer);
+  config_free(&cfg);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  rnnd_set_program_name("rnn_dist");
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return print_help(), 0;
+    if (!strcmp(argv[i], "--version")) return printf("rnn_dist %s\n", RNND_VERSION), 0;
+  }
+  rnnd_comm comm;
+  comm_init(&comm, &argc, &argv);
+  int code;
+  if (argc > 1 && !strcmp(argv[1], "eval")) code = run_eval(argc, argv, &comm);
+  else code = run_train(argc, argv, argc > 1 && !strcmp(argv[1], "train") ? 2 : 1, &comm);
+  comm_finalize(&comm);
+  return code;
+}

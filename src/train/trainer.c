@@ -1,0 +1,302 @@
+/* trainer.c — the training run (trainer.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "rnnd/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rnnd/common.h"
+#include "rnnd/model_file.h"
+
+/* --- output ------------------------------------------------------------- */
+
+/* Rank 0: to stdout and to OUTPUT/train.log. */
+static void trainer_log(rnnd_trainer *t, const char *fmt, ...) RNND_PRINTF(2, 3);
+static void trainer_log(rnnd_trainer *t, const char *fmt, ...) {
+  if (t->comm->rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  vprintf(fmt, args);
+  va_end(args);
+  fflush(stdout);
+  if (t->log) {
+    va_start(args, fmt);
+    vfprintf(t->log, fmt, args);
+    va_end(args);
+    fflush(t->log);
+  }
+}
+
+static void make_directories(const char *path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char saved = *p;
+      *p = '\0';
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        rnnd_input_error("%s: cannot create output directory (%s)", buf, strerror(errno));
+      *p = saved;
+      if (!saved) break;
+    }
+  }
+}
+
+static void open_outputs(rnnd_trainer *t) {
+  if (t->comm->rank != 0) return;
+  const char *dir = t->cfg->output.dir;
+  make_directories(dir);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config.ini", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
+  fprintf(f, "; resolved configuration of this run (rnn_dist %s)\n", "0.1.0");
+  config_write(t->cfg, f);
+  if (fclose(f) != 0) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/train.log", dir);
+  t->log = fopen(path, "w");
+  if (!t->log) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
+}
+
+static void format_duration(char *buf, size_t size, double seconds) {
+  long s = seconds > 0 ? (long)(seconds + 0.5) : 0;
+  snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+}
+
+/* --- set-up ------------------------------------------------------------- */
+
+static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path, const char *role) {
+  if (!path[0]) return;
+  dataset_load(&set->data, path, 0);
+  if (set->data.vocab_size != t->train.vocab_size || set->data.eos_id != t->train.eos_id)
+    rnnd_input_error("%s: %s set has vocab_size %d (eos %d) but the training set %s has %d (eos %d); prepare all "
+                     "splits with one rnn_prep run",
+                     path, role, set->data.vocab_size, set->data.eos_id, t->train.path, t->train.vocab_size,
+                     t->train.eos_id);
+  sampler_init(&set->sampler, &set->data, t->cfg->data.max_len, t->cfg->train.eval_batch, "auto", 1, 0, 0);
+  set->present = 1;
+}
+
+static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int batch) {
+  if (batch > cap->max_pieces) cap->max_pieces = batch;
+  if (s->largest_batch_steps > cap->max_steps) cap->max_steps = s->largest_batch_steps;
+  if (s->largest_batch_tokens > cap->max_tokens) cap->max_tokens = s->largest_batch_tokens;
+}
+
+static void choose_device(const rnnd_config *cfg) {
+  if (cfg->train.device == RNND_DEVICE_CUDA)
+    rnnd_input_error("config: train.device = cuda but this rnn_dist was built without the CUDA backend "
+                     "(use train.device = cpu or auto)");
+}
+
+static void create_backend(rnnd_trainer *t) {
+  const rnnd_config *cfg = t->cfg;
+  rnnd_backend_capacity cap = {.threads = cfg->train.threads};
+  grow_capacity(&cap, &t->train_sampler, cfg->train.global_batch);
+  if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, cfg->train.eval_batch);
+  if (t->test.present) grow_capacity(&cap, &t->test.sampler, cfg->train.eval_batch);
+  choose_device(cfg);
+  t->backend = cpu_backend_create(&t->layout, &cap);
+  batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
+}
+
+void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model) {
+  memset(t, 0, sizeof *t);
+  t->cfg = cfg;
+  t->comm = comm;
+  if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
+  dataset_load(&t->train, cfg->data.train, 0);
+  load_eval_set(t, &t->valid, cfg->data.valid, "validation");
+  load_eval_set(t, &t->test, cfg->data.test, "test");
+  sampler_init(&t->train_sampler, &t->train, cfg->data.max_len, cfg->train.global_batch, cfg->data.buckets,
+               cfg->data.num_buckets, (uint64_t)cfg->train.seed, 1);
+  if (comm->size > cfg->train.global_batch)
+    rnnd_input_error("config: world size %d is larger than train.global_batch = %d", comm->size,
+                     cfg->train.global_batch);
+  rnnd_model_shape shape;
+  model_shape_from_config(&shape, &cfg->model, t->train.vocab_size);
+  model_layout_init(&t->layout, &shape);
+  t->params = RNND_ALLOC(float, t->layout.numel, "parameters");
+  t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
+  if (init_model) model_file_load_params(init_model, &t->layout, t->params);
+  else model_init_params(&t->layout, t->params, (uint64_t)cfg->train.seed);
+  optimizer_init(&t->optimizer, &cfg->train, t->layout.numel);
+  create_backend(t);
+  t->share = RNND_ALLOC(rnnd_piece, cfg->train.global_batch, "rank share");
+  sampler_start_epoch(&t->train_sampler, 0);
+  t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
+  snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
+  open_outputs(t);
+}
+
+void trainer_free(rnnd_trainer *t) {
+  if (t->log) fclose(t->log);
+  if (t->backend) t->backend->ops->destroy(t->backend);
+  batch_free(&t->batch);
+  free(t->share);
+  optimizer_free(&t->optimizer);
+  free(t->params);
+  free(t->grads);
+  sampler_free(&t->train_sampler);
+  dataset_free(&t->train);
+  rnnd_eval_set *sets[2] = {&t->valid, &t->test};
+  for (int i = 0; i < 2; i++)
+    if (sets[i]->present) {
+      sampler_free(&sets[i]->sampler);
+      dataset_free(&sets[i]->data);
+    }
+  memset(t, 0, sizeof *t);
+}
+
+/* --- the step ----------------------------------------------------------- */
+
+typedef struct {
+  double nll;       /* summed over the global batch */
+  int64_t tokens;   /* targets in the global batch */
+  double grad_norm; /* before clipping */
+  double lr;
+} step_stats;
+
+/* Next global batch (a new epoch when one ends); every rank draws the same. */
+static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
+  int count = sampler_next_pieces(&t->train_sampler, pieces);
+  if (count) return count;
+  sampler_start_epoch(&t->train_sampler, ++t->epoch);
+  return sampler_next_pieces(&t->train_sampler, pieces);
+}
+
+/* Deals the global batch (already similar lengths) round-robin over ranks. */
+static int64_t take_share(rnnd_trainer *t, const rnnd_piece *pieces, int count, int *share_count) {
+  int64_t global_tokens = 0;
+  int n = 0;
+  for (int i = 0; i < count; i++) {
+    global_tokens += pieces[i].length;
+    if (i % t->comm->size == t->comm->rank) t->share[n++] = pieces[i];
+  }
+  *share_count = n;
+  return global_tokens;
+}
+
+static step_stats train_step(rnnd_trainer *t) {
+  const rnnd_config *cfg = t->cfg;
+  const rnnd_piece *pieces;
+  int count = next_global_batch(t, &pieces), share = 0;
+  step_stats st = {.tokens = take_share(t, pieces, count, &share)};
+  memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
+  double local_nll = 0.0;
+  if (share > 0) {
+    batch_fill(&t->batch, &t->train, t->share, share);
+    rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
+    local_nll = t->backend->ops->train_batch(t->backend, t->params, t->grads, &t->batch, &dropout,
+                                             (float)(1.0 / (double)st.tokens));
+  }
+  comm_allreduce_sum_f32(t->comm, t->grads, t->layout.numel);
+  comm_allreduce_sum_f64(t->comm, &local_nll, 1);
+  st.nll = local_nll;
+  st.grad_norm = grad_global_norm(t->grads, t->layout.numel);
+  grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
+  st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
+  optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
+  t->step++;
+  t->tokens_seen += st.tokens;
+  return st;
+}
+
+/* --- reporting ---------------------------------------------------------- */
+
+static size_t memory_bytes(const rnnd_trainer *t) {
+  return 2 * t->layout.numel * sizeof(float) + optimizer_state_bytes(&t->optimizer) +
+         t->backend->ops->activation_bytes(t->backend);
+}
+
+typedef struct {
+  double nll;
+  int64_t tokens;
+  double start;
+} interval;
+
+static void log_progress(rnnd_trainer *t, interval *iv, const step_stats *st) {
+  double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
+  double loss = iv->nll / (double)iv->tokens;
+  double eta = elapsed / (double)t->step * (double)(t->total_steps - t->step);
+  char elapsed_text[32], eta_text[32];
+  format_duration(elapsed_text, sizeof elapsed_text, elapsed);
+  format_duration(eta_text, sizeof eta_text, eta);
+  trainer_log(t,
+              "step %6lld/%lld | epoch %lld | loss %.4f | ppl %9.2f | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
+              "mem %.0f MiB | %s elapsed | ETA %s\n",
+              (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, exp(loss),
+              (double)iv->tokens / seconds, st->lr, st->grad_norm, (double)memory_bytes(t) / 1048576.0, elapsed_text,
+              eta_text);
+  *iv = (interval){0.0, 0, now};
+}
+
+static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
+  double start = rnnd_now();
+  rnnd_eval_result r = evaluate_dataset(t->backend, t->params, &set->data, &set->sampler, &t->batch, t->comm);
+  double loss = r.nll_sum / (double)r.tokens;
+  trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
+              exp(loss), (long long)r.tokens, rnnd_now() - start);
+  return loss;
+}
+
+static void save_model(rnnd_trainer *t) {
+  if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len);
+}
+
+static void print_header(rnnd_trainer *t) {
+  const rnnd_model_shape *s = &t->layout.shape;
+  const char *core, *advice = cpu_blas_advice(&core);
+  trainer_log(t, "rnn_dist: %s, %d layer%s, embed %d, hidden %d%s%s, vocab %d, %zu parameters\n",
+              model_cell_name(s->cell), s->layers, s->layers > 1 ? "s" : "", s->embed, s->hidden,
+              s->directions == 2 ? ", bidirectional" : "", s->tie_weights ? ", tied" : "", s->vocab_size,
+              t->layout.numel);
+  trainer_log(t, "rnn_dist: train %s: %lld sequences, %lld tokens, %lld pieces (max_len %d) in %lld batches of <= %d\n",
+              t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
+              (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
+              t->cfg->train.global_batch);
+  trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps\n", t->backend->ops->name, core,
+              t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps);
+  if (advice) rnnd_warn0("%s", advice);
+}
+
+static int time_is_up(const rnnd_trainer *t) {
+  int up = t->cfg->train.time_limit_s > 0 && rnnd_now() - t->start_time > t->cfg->train.time_limit_s;
+  comm_broadcast(t->comm, &up, sizeof up, 0); /* rank 0's clock decides for all */
+  return up;
+}
+
+void trainer_run(rnnd_trainer *t) {
+  const rnnd_config *cfg = t->cfg;
+  print_header(t);
+  t->start_time = rnnd_now();
+  interval iv = {0.0, 0, t->start_time};
+  step_stats st = {0};
+  while (t->step < t->total_steps && !time_is_up(t)) {
+    st = train_step(t);
+    iv.nll += st.nll;
+    iv.tokens += st.tokens;
+    if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);
+    if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present)
+      report_eval(t, &t->valid, "valid");
+    if (cfg->output.save_every && t->step % cfg->output.save_every == 0) save_model(t);
+  }
+  if (iv.tokens) log_progress(t, &iv, &st);
+  double train_seconds = rnnd_now() - t->start_time;
+  save_model(t);
+  double valid_loss = t->valid.present ? report_eval(t, &t->valid, "valid") : NAN;
+  double test_loss = t->test.present ? report_eval(t, &t->test, "test") : NAN;
+  char took[32];
+  format_duration(took, sizeof took, train_seconds);
+  trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), peak memory %.0f MiB\n", (long long)t->step,
+              (long long)t->tokens_seen, took, (double)t->tokens_seen / train_seconds,
+              (double)memory_bytes(t) / 1048576.0);
+  if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
+  if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
+  trainer_log(t, "summary: model %s, log %s/train.log, config %s/config.ini\n", t->model_path, cfg->output.dir,
+              cfg->output.dir);
+}

@@ -1,0 +1,60 @@
+/* test_gradients.c — forward loss and every parameter gradient of the CPU
+ * backend against PyTorch (float64) on the fixtures of torch_reference.py:
+ * one packed batch of all pieces, uneven lengths including 1.
+ * usage: test_gradients FIXTURE.h5...   (fails if any relative error > 1e-4) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "rnnd/common.h"
+
+#define TOLERANCE 1e-4
+
+static int check_fixture(const char *path) {
+  fixture f;
+  fixture_load(&f, path);
+  int n = (int)f.sampler.n_pieces;
+  rnnd_backend *be = fixture_backend(&f, n);
+  rnnd_batch batch;
+  batch_init(&batch, n, f.sampler.largest_batch_steps, f.data.n_tokens);
+  batch_fill(&batch, &f.data, f.sampler.pieces, n);
+  double nll = be->ops->train_batch(be, f.params, f.grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
+  double loss = nll / (double)batch.n_tokens, ref_loss;
+  if (!fixture_read_doubles(path, "/reference/loss", &ref_loss, 1)) RNND_FAIL("%s: no /reference/loss", path);
+  double worst = fabs(loss - ref_loss) / fabs(ref_loss);
+  const char *worst_name = "loss";
+  int failed = worst > TOLERANCE;
+  for (int i = 0; i < f.layout.n_views; i++) {
+    const rnnd_param_view *v = &f.layout.views[i];
+    char name[128];
+    snprintf(name, sizeof name, "/reference/grad/%s", v->name);
+    double *ref = RNND_ALLOC(double, v->numel, "reference gradient");
+    if (!fixture_read_doubles(path, name, ref, v->numel)) RNND_FAIL("%s: missing %s", path, name);
+    double err = relative_error(f.grads + v->offset, ref, v->numel, 1e-12);
+    if (err > TOLERANCE) {
+      printf("  FAIL %s: %s relative error %.3e\n", path, v->name, err);
+      failed = 1;
+    }
+    if (err > worst) worst = err, worst_name = v->name;
+    free(ref);
+  }
+  printf("%s %s: %d pieces, %lld tokens, loss %.8f (torch %.8f), worst relative error %.2e (%s)\n",
+         failed ? "FAIL" : "ok  ", path, n, (long long)batch.n_tokens, loss, ref_loss, worst, worst_name);
+  batch_free(&batch);
+  be->ops->destroy(be);
+  fixture_free(&f);
+  return failed;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_gradients FIXTURE.h5...\n");
+    return 2;
+  }
+  int failures = 0;
+  for (int i = 1; i < argc; i++) failures += check_fixture(argv[i]);
+  printf("%d passed, %d failed\n", argc - 1 - failures, failures);
+  return failures ? 1 : 0;
+}
