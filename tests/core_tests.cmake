@@ -23,6 +23,11 @@ foreach(cell gru lstm)
   endforeach()
 endforeach()
 list(APPEND grad_files ${RNND_FIXTURES}/grad_gru_l2_uni_untied_maxlen4.h5)
-add_test(NAME gradients_vs_torch COMMAND test_gradients ${grad_files})
-add_test(NAME adam_vs_torch COMMAND test_adam ${RNND_FIXTURES}/adam_gru.h5 ${RNND_FIXTURES}/adam_lstm.h5)
-set_tests_properties(gradients_vs_torch adam_vs_torch PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
+# One thread, and two (the recurrent loop then splits hidden units).
+foreach(threads 1 2)
+  add_test(NAME gradients_vs_torch_t${threads} COMMAND test_gradients --threads ${threads} ${grad_files})
+  add_test(NAME adam_vs_torch_t${threads}
+           COMMAND test_adam --threads ${threads} ${RNND_FIXTURES}/adam_gru.h5 ${RNND_FIXTURES}/adam_lstm.h5)
+  set_tests_properties(gradients_vs_torch_t${threads} adam_vs_torch_t${threads}
+                       PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
+endforeach()

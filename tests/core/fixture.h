@@ -27,6 +27,7 @@ void fixture_free(fixture *f);
 int fixture_read_doubles(const char *path, const char *name, double *out, size_t count);
 /* max|a - b| / max(max|b|, floor). */
 double relative_error(const float *a, const double *b, size_t n, double floor);
-rnnd_backend *fixture_backend(const fixture *f, int max_pieces);
+/* threads: CPU threads of the backend (0 = all). */
+rnnd_backend *fixture_backend(const fixture *f, int max_pieces, int threads);
 
 #endif

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fixture.h"
 #include "rnnd/common.h"
@@ -35,7 +36,7 @@ static void read_batches(const char *path, int *out) {
   H5Fclose(file);
 }
 
-static int check_fixture(const char *path) {
+static int check_fixture(const char *path, int threads) {
   fixture f;
   fixture_load(&f, path);
   RNND_ASSERT(f.sampler.n_pieces == f.data.n_sequences); /* no cutting: piece i = sequence i */
@@ -54,7 +55,7 @@ static int check_fixture(const char *path) {
   double ref_losses[STEPS];
   read_batches(path, batches);
   if (!fixture_read_doubles(path, "/adam/losses", ref_losses, STEPS)) RNND_FAIL("%s: no /adam/losses", path);
-  rnnd_backend *be = fixture_backend(&f, PER_STEP);
+  rnnd_backend *be = fixture_backend(&f, PER_STEP, threads);
   rnnd_batch batch;
   batch_init(&batch, PER_STEP, f.sampler.largest_batch_steps, f.data.n_tokens);
   double worst_loss = 0.0;
@@ -95,8 +96,9 @@ static int check_fixture(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  int failures = 0;
-  for (int i = 1; i < argc; i++) failures += check_fixture(argv[i]);
-  printf("%d passed, %d failed\n", argc - 1 - failures, failures);
-  return failures || argc < 2 ? 1 : 0;
+  int failures = 0, first = 1, threads = 1;
+  if (argc > 2 && !strcmp(argv[1], "--threads")) threads = atoi(argv[2]), first = 3;
+  for (int i = first; i < argc; i++) failures += check_fixture(argv[i], threads);
+  printf("%d passed, %d failed\n", argc - first - failures, failures);
+  return failures || argc <= first ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* test_gradients.c — forward loss and every parameter gradient of the CPU
  * backend against PyTorch (float64) on the fixtures of torch_reference.py:
  * one packed batch of all pieces, uneven lengths including 1.
- * usage: test_gradients FIXTURE.h5...   (fails if any relative error > 1e-4) */
+ * usage: test_gradients [--threads N] FIXTURE.h5...   (fails if any relative error > 1e-4) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +12,11 @@
 
 #define TOLERANCE 1e-4
 
-static int check_fixture(const char *path) {
+static int check_fixture(const char *path, int threads) {
   fixture f;
   fixture_load(&f, path);
   int n = (int)f.sampler.n_pieces;
-  rnnd_backend *be = fixture_backend(&f, n);
+  rnnd_backend *be = fixture_backend(&f, n, threads);
   rnnd_batch batch;
   batch_init(&batch, n, f.sampler.largest_batch_steps, f.data.n_tokens);
   batch_fill(&batch, &f.data, f.sampler.pieces, n);
@@ -50,11 +50,12 @@ static int check_fixture(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_gradients FIXTURE.h5...\n");
+    fprintf(stderr, "usage: test_gradients [--threads N] FIXTURE.h5...\n");
     return 2;
   }
-  int failures = 0;
-  for (int i = 1; i < argc; i++) failures += check_fixture(argv[i]);
-  printf("%d passed, %d failed\n", argc - 1 - failures, failures);
+  int failures = 0, first = 1, threads = 1;
+  if (argc > 2 && !strcmp(argv[1], "--threads")) threads = atoi(argv[2]), first = 3;
+  for (int i = first; i < argc; i++) failures += check_fixture(argv[i], threads);
+  printf("%d passed, %d failed\n", argc - first - failures, failures);
   return failures ? 1 : 0;
 }

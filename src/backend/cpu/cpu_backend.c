@@ -7,12 +7,17 @@
 #include <string.h>
 
 #include "cpu_blas.h"
+#include "cpu_math.h"
 #include "cpu_rnn.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
 #include "rnnd/rng.h"
 
-#define DECODER_BLOCK_FLOATS (1 << 19) /* logits block: 2 MiB stays in L2/L3 */
+/* Rows of logits per decoder block: large enough that each GEMM amortises
+ * packing the [vocab x top] weight (64 MiB of logits at most). */
+#define DECODER_BLOCK_FLOATS (1 << 24)
+#define DECODER_MIN_ROWS 64
+#define SOFTMAX_CHUNK_ROWS 32
 
 typedef struct {
   rnnd_backend base;
@@ -24,6 +29,8 @@ typedef struct {
   cpu_rnn_scratch scratch;
   float *grad_a, *grad_b; /* [tokens, max(embed, top)] ping-pong */
   float *logits;          /* [decoder_rows, vocab] */
+  double *row_nll;        /* [decoder_rows] */
+  float *bias_partials;   /* [decoder_rows / SOFTMAX_CHUNK_ROWS (rounded up), vocab] */
   int decoder_rows;
   size_t activation_bytes;
 } cpu_backend;
@@ -103,23 +110,82 @@ static const float *forward_layers(cpu_backend *cb, const float *params, const r
 
 /* --- decoder + softmax cross-entropy ------------------------------------ */
 
+static float row_max(const float *row, int n) {
+  float lane[16];
+  int j = 0;
+  for (int k = 0; k < 16; k++) lane[k] = row[0];
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) lane[k] = row[j + k] > lane[k] ? row[j + k] : lane[k];
+  float max = lane[0];
+  for (int k = 1; k < 16; k++) max = lane[k] > max ? lane[k] : max;
+  for (; j < n; j++) max = row[j] > max ? row[j] : max;
+  return max;
+}
+
+/* Sum in 16 fixed lanes: vectorises without reassociation flags, and the
+ * order (so the result) does not depend on the thread count. */
+static float row_sum(const float *row, int n) {
+  float lane[16] = {0};
+  int j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) lane[k] += row[j + k];
+  float sum = 0.0f;
+  for (int k = 0; k < 16; k++) sum += lane[k];
+  for (; j < n; j++) sum += row[j];
+  return sum;
+}
+
 /* Turns one row of logits into exp(logit - max) and returns the row's NLL. */
 static double softmax_row(float *row, int vocab, int target, float *sum_out) {
-  float max = row[0];
-  for (int j = 1; j < vocab; j++) max = row[j] > max ? row[j] : max;
-  float target_logit = row[target], sum = 0.0f;
-  for (int j = 0; j < vocab; j++) {
-    row[j] = expf(row[j] - max);
-    sum += row[j];
-  }
+  float max = row_max(row, vocab), target_logit = row[target];
+  for (int j = 0; j < vocab; j++) row[j] = fast_expf(row[j] - max);
+  float sum = row_sum(row, vocab); /* a second pass over a row still in L1/L2 */
   *sum_out = sum;
   return (double)logf(sum) + (double)max - (double)target_logit;
 }
 
+/* Logits without the bias, which softmax_chunk adds while the row is hot. */
 static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int rows) {
-  const float *w = params + cb->base.layout->decoder_weight, *bias = params + cb->base.layout->decoder_bias;
-  for (int i = 0; i < rows; i++) memcpy(cb->logits + (int64_t)i * cb->vocab, bias, (size_t)cb->vocab * sizeof(float));
-  gemm_nt(rows, cb->vocab, cb->top, y, cb->top, w, cb->top, cb->logits, cb->vocab, 1.0f);
+  gemm_nt_par(rows, cb->vocab, cb->top, y, cb->top, params + cb->base.layout->decoder_weight, cb->top, cb->logits,
+          cb->vocab, 0.0f);
+}
+
+/* One chunk of softmax rows. Training turns each row into
+ * weight * (softmax - onehot(target)), the gradient of the loss, and adds
+ * the chunk's rows into its own bias-gradient partial while they are in cache. */
+static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *targets, int first, int rows,
+                          float weight, float *bias_partial) {
+  const int V = cb->vocab;
+  for (int i = first; i < first + rows; i++) {
+    float *row = cb->logits + (int64_t)i * V, sum;
+    for (int j = 0; j < V; j++) row[j] += bias[j];
+    cb->row_nll[i] = softmax_row(row, V, targets[i], &sum);
+    if (weight <= 0.0f) continue;
+    float scale = weight / sum;
+    for (int j = 0; j < V; j++) row[j] *= scale;
+    row[targets[i]] -= weight;
+    for (int j = 0; j < V; j++) bias_partial[j] += row[j];
+  }
+}
+
+/* Softmax (and, with weight > 0, its gradient) of a block of logits rows.
+ * Chunks of rows are fixed, and their losses and bias partials are summed in
+ * chunk order, so the results do not depend on the thread count. */
+static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, const int32_t *targets, int rows,
+                            float weight) {
+  const int V = cb->vocab, chunks = (rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS;
+  if (weight > 0.0f) memset(cb->bias_partials, 0, (size_t)chunks * V * sizeof(float));
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < chunks; c++) {
+    int first = c * SOFTMAX_CHUNK_ROWS, n = rows - first < SOFTMAX_CHUNK_ROWS ? rows - first : SOFTMAX_CHUNK_ROWS;
+    softmax_chunk(cb, bias, targets, first, n, weight, cb->bias_partials + (int64_t)c * V);
+  }
+  if (weight > 0.0f)
+    for (int c = 0; c < chunks; c++)
+      for (int j = 0; j < V; j++) gbias[j] += cb->bias_partials[(int64_t)c * V + j];
+  double nll = 0.0;
+  for (int i = 0; i < rows; i++) nll += cb->row_nll[i];
+  return nll;
 }
 
 /* Forward and backward of decoder + loss; writes dL/dy into dy. */
@@ -131,19 +197,9 @@ static double decoder_train(cpu_backend *cb, const float *params, float *grads, 
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
     int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
     decoder_logits(cb, params, y + r0 * top, rows);
-    for (int i = 0; i < rows; i++) {
-      float *row = cb->logits + (int64_t)i * V, sum;
-      int target = b->targets[r0 + i];
-      nll += softmax_row(row, V, target, &sum);
-      float scale = weight / sum;
-      for (int j = 0; j < V; j++) row[j] *= scale;
-      row[target] -= weight;
-    }
-    gemm_tn(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
-    float *gbias = grads + l->decoder_bias;
-    for (int i = 0; i < rows; i++)
-      for (int j = 0; j < V; j++) gbias[j] += cb->logits[(int64_t)i * V + j];
-    gemm_nn(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
+    nll += softmax_block(cb, params + l->decoder_bias, grads + l->decoder_bias, b->targets + r0, rows, weight);
+    gemm_tn_par(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
+    gemm_nn_par(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
   }
   return nll;
 }
@@ -153,10 +209,7 @@ static double decoder_eval(cpu_backend *cb, const float *params, const float *y,
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
     int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
     decoder_logits(cb, params, y + r0 * cb->top, rows);
-    for (int i = 0; i < rows; i++) {
-      float sum;
-      nll += softmax_row(cb->logits + (int64_t)i * cb->vocab, cb->vocab, b->targets[r0 + i], &sum);
-    }
+    nll += softmax_block(cb, params + cb->base.layout->decoder_bias, NULL, b->targets + r0, rows, 0.0f);
   }
   return nll;
 }
@@ -237,9 +290,13 @@ static void cpu_destroy(rnnd_backend *be) {
   free(s->d_gates_ih);
   free(s->d_gates_hh);
   free(s->h_prev);
+  free(s->zeros);
+  free(s->sink);
   free(cb->grad_a);
   free(cb->grad_b);
   free(cb->logits);
+  free(cb->row_nll);
+  free(cb->bias_partials);
   free(cb);
 }
 
@@ -263,13 +320,17 @@ static void allocate_buffers(cpu_backend *cb) {
   s->d_gates_ih = take(cb, T, GH, 0);
   s->d_gates_hh = take(cb, T, GH, 0);
   s->h_prev = take(cb, T, cb->hidden, 0);
+  s->zeros = RNND_ALLOC(float, cb->hidden, "zero state");
+  s->sink = take(cb, B, cb->hidden, 0);
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
   cb->grad_a = take(cb, T, widest, 0);
   cb->grad_b = take(cb, T, widest, 0);
   cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
-  if (cb->decoder_rows < 32) cb->decoder_rows = 32;
+  if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
   if (cb->decoder_rows > T) cb->decoder_rows = (int)T;
   cb->logits = take(cb, cb->decoder_rows, cb->vocab, 0);
+  cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
+  cb->bias_partials = take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
 }
 
 rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {

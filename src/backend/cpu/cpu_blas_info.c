@@ -15,11 +15,13 @@
 extern void openblas_set_num_threads(int threads) __attribute__((weak));
 extern char *openblas_get_corename(void) __attribute__((weak));
 
+/* The BLAS runs single-threaded inside our OpenMP team (cpu_blas.h). */
 void cpu_set_threads(int threads) {
-  if (threads <= 0) return;
-  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
 #ifdef _OPENMP
-  omp_set_num_threads(threads);
+  if (threads > 0) omp_set_num_threads(threads);
+#else
+  (void)threads;
 #endif
 }
 

@@ -5,16 +5,47 @@
  *         n = tanh(Win x + bin + r * (Whn h + bhn))   h' = (1 - z) n + z h
  *   LSTM: i,f,o = s(.), g = tanh(.), c' = f c + i g, h' = o tanh(c')
  * Pieces are sorted longest first, so the rows that have a state from the
- * previous step of a direction are always a prefix of the current step. */
+ * previous step of a direction are always a prefix of the current step.
+ *
+ * The time loop runs inside one OpenMP team: each member owns a slice of the
+ * hidden units, computes the recurrent product for its units' gate rows of
+ * W_hh (single-threaded BLAS) and their gate arithmetic, then waits at one
+ * barrier per step. The whole-batch products before and after the loop use
+ * the team through gemm_*_par. */
 #include "cpu_rnn.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "cpu_blas.h"
+#include "cpu_math.h"
 #include "rnnd/config.h"
 
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* Unit slices are multiples of 8 floats: whole vectors for the gate loops. */
+#define UNIT_ALIGN 8
+
+typedef struct {
+  int begin, end; /* hidden units owned by this team member */
+} unit_slice;
+
+static unit_slice my_units(int hidden) {
+  unit_slice u = {0, hidden};
+#ifdef _OPENMP
+  split_range(hidden, omp_get_thread_num(), omp_get_num_threads(), UNIT_ALIGN, &u.begin, &u.end);
+#endif
+  return u;
+}
+
+/* Team size for a layer: one member per UNIT_ALIGN units at most. */
+static int team_size(int hidden) {
+#ifdef _OPENMP
+  int n = omp_get_max_threads(), most = (hidden + UNIT_ALIGN - 1) / UNIT_ALIGN;
+  return n < most ? n : most;
+#else
+  (void)hidden;
+  return 1;
+#endif
+}
 
 /* Rows of step t that continue a state from this direction's previous step;
  * *prev_row0 is where that previous step starts. */
@@ -34,29 +65,42 @@ static int step_at(const cpu_rnn_dir *d, const rnnd_batch *b, int k) {
   return d->reverse ? b->n_steps - 1 - k : k;
 }
 
-static void fill_rows(float *dst, int64_t rows, int width, const float *row) {
-  for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
+/* gates[:, q*H + u] = bias + h_prev W_hh^T for the member's units u, all gates q. */
+static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, int with_state, const float *h_prev, int ldh,
+                              float *out, int ldo, int accumulate, unit_slice u) {
+  const int H = d->hidden, width = u.end - u.begin;
+  for (int q = 0; q < gates; q++) {
+    const float *bias = d->b_hh + q * H + u.begin;
+    float *col = out + q * H + u.begin;
+    for (int i = 0; i < rows; i++) {
+      float *o = col + (int64_t)i * ldo;
+      if (accumulate)
+        for (int j = 0; j < width; j++) o[j] += bias[j];
+      else
+        memcpy(o, bias, (size_t)width * sizeof *o);
+    }
+    if (with_state)
+      gemm_nt(with_state, width, H, h_prev, ldh, d->w_hh + (int64_t)(q * H + u.begin) * H, H, col, ldo, 1.0f);
+  }
 }
 
 static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, float *out, int ldo,
-                             cpu_rnn_saved *sv, cpu_rnn_scratch *s) {
+                             cpu_rnn_saved *sv, cpu_rnn_scratch *s, unit_slice u) {
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
   int64_t row0 = b->step_offsets[t], prev0 = 0;
   int with_state = rows_with_state(d, b, t, &prev0);
   float *gh = s->step_gates;
-  fill_rows(gh, bs, G, d->b_hh);
-  if (with_state) gemm_nt(with_state, G, H, out + prev0 * ldo, ldo, d->w_hh, H, gh, G, 1.0f);
+  recurrent_product(d, 3, bs, with_state, out + prev0 * ldo, ldo, gh, G, 0, u);
   for (int i = 0; i < bs; i++) {
     float *g = sv->gates + (row0 + i) * G, *hn_saved = sv->extra + (row0 + i) * H;
     float *h = out + (row0 + i) * ldo;
-    const float *hp = i < with_state ? out + (prev0 + i) * ldo : NULL, *ghi = gh + (int64_t)i * G;
-    for (int j = 0; j < H; j++) {
-      float r = sigmoid(g[j] + ghi[j]);
-      float z = sigmoid(g[H + j] + ghi[H + j]);
+    const float *hp = i < with_state ? out + (prev0 + i) * ldo : s->zeros, *ghi = gh + (int64_t)i * G;
+    for (int j = u.begin; j < u.end; j++) {
+      float r = fast_sigmoidf(g[j] + ghi[j]);
+      float z = fast_sigmoidf(g[H + j] + ghi[H + j]);
       float hn = ghi[2 * H + j];
-      float n = tanhf(g[2 * H + j] + r * hn);
-      float prev = hp ? hp[j] : 0.0f;
-      h[j] = n + z * (prev - n);
+      float n = fast_tanhf(g[2 * H + j] + r * hn);
+      h[j] = n + z * (hp[j] - n);
       g[j] = r;
       g[H + j] = z;
       g[2 * H + j] = n;
@@ -66,23 +110,21 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
 }
 
 static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, float *out, int ldo,
-                              cpu_rnn_saved *sv) {
+                              cpu_rnn_saved *sv, const cpu_rnn_scratch *s, unit_slice u) {
   const int H = d->hidden, G = 4 * H, bs = b->batch_sizes[t];
   int64_t row0 = b->step_offsets[t], prev0 = 0;
   int with_state = rows_with_state(d, b, t, &prev0);
   float *gates = sv->gates + row0 * G;
-  for (int i = 0; i < bs; i++)
-    for (int j = 0; j < G; j++) gates[(int64_t)i * G + j] += d->b_hh[j];
-  if (with_state) gemm_nt(with_state, G, H, out + prev0 * ldo, ldo, d->w_hh, H, gates, G, 1.0f);
+  recurrent_product(d, 4, bs, with_state, out + prev0 * ldo, ldo, gates, G, 1, u);
   for (int i = 0; i < bs; i++) {
     float *g = gates + (int64_t)i * G, *c = sv->extra + (row0 + i) * H, *h = out + (row0 + i) * ldo;
-    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : NULL;
-    for (int j = 0; j < H; j++) {
-      float ig = sigmoid(g[j]), fg = sigmoid(g[H + j]);
-      float gg = tanhf(g[2 * H + j]), og = sigmoid(g[3 * H + j]);
-      float cell = ig * gg + (cp ? fg * cp[j] : 0.0f);
+    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : s->zeros;
+    for (int j = u.begin; j < u.end; j++) {
+      float ig = fast_sigmoidf(g[j]), fg = fast_sigmoidf(g[H + j]);
+      float gg = fast_tanhf(g[2 * H + j]), og = fast_sigmoidf(g[3 * H + j]);
+      float cell = ig * gg + fg * cp[j];
       c[j] = cell;
-      h[j] = og * tanhf(cell);
+      h[j] = og * fast_tanhf(cell);
       g[j] = ig;
       g[H + j] = fg;
       g[2 * H + j] = gg;
@@ -91,74 +133,112 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   }
 }
 
+static void fill_rows(float *dst, int64_t rows, int width, const float *row) {
+  for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
+}
+
 void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, float *out, int ldo,
                      cpu_rnn_saved *saved, cpu_rnn_scratch *s) {
-  const int G = (d->cell == RNND_CELL_LSTM ? 4 : 3) * d->hidden;
+  const int lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * d->hidden;
   fill_rows(saved->gates, b->n_tokens, G, d->b_ih);
-  gemm_nt((int)b->n_tokens, G, d->input_size, x, ldx, d->w_ih, d->input_size, saved->gates, G, 1.0f);
-  for (int k = 0; k < b->n_steps; k++) {
-    int t = step_at(d, b, k);
-    if (d->cell == RNND_CELL_LSTM) lstm_forward_step(d, b, t, out, ldo, saved);
-    else gru_forward_step(d, b, t, out, ldo, saved, s);
+  gemm_nt_par((int)b->n_tokens, G, d->input_size, x, ldx, d->w_ih, d->input_size, saved->gates, G, 1.0f);
+#pragma omp parallel num_threads(team_size(d->hidden))
+  {
+    unit_slice u = my_units(d->hidden);
+    for (int k = 0; k < b->n_steps; k++) {
+      int t = step_at(d, b, k);
+      if (lstm) lstm_forward_step(d, b, t, out, ldo, saved, s, u);
+      else gru_forward_step(d, b, t, out, ldo, saved, s, u);
+      /* the next step's recurrent product reads every unit of this one */
+#pragma omp barrier
+    }
   }
 }
 
-/* One GRU step of backpropagation through time. carry_h holds dL/dh for the
- * first *carried rows (from the step visited before this one). */
-static void gru_backward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *out, int ldo,
-                              const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s,
-                              int *carried) {
+/* One GRU step of backpropagation through time for the member's units.
+ * carry_h holds dL/dh for the first `carried` rows (from the step visited
+ * before this one); afterwards it holds the direct part dh * z. */
+static void gru_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *out, int ldo,
+                               const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s, int carried,
+                               unit_slice u) {
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
   int64_t row0 = b->step_offsets[t], prev0 = 0;
   int with_state = rows_with_state(d, b, t, &prev0);
   float *dgi = s->d_gates_ih + row0 * G, *dgh = s->d_gates_hh + row0 * G;
   for (int i = 0; i < bs; i++) {
     const float *g = sv->gates + (row0 + i) * G, *hn = sv->extra + (row0 + i) * H;
-    const float *hp = i < with_state ? out + (prev0 + i) * ldo : NULL, *dh_out = dout + (row0 + i) * lddo;
+    const float *hp = i < with_state ? out + (prev0 + i) * ldo : s->zeros, *dh_out = dout + (row0 + i) * lddo;
     float *carry = s->carry_h + (int64_t)i * H, *dgi_row = dgi + (int64_t)i * G, *dgh_row = dgh + (int64_t)i * G;
-    for (int j = 0; j < H; j++) {
-      float dh = dh_out[j] + (i < *carried ? carry[j] : 0.0f);
-      float r = g[j], z = g[H + j], n = g[2 * H + j], prev = hp ? hp[j] : 0.0f;
+    const float *carry_in = i < carried ? carry : s->zeros;
+    /* Rows without an earlier state write their (unused) carry to a sink. */
+    float *carry_out = i < with_state ? carry : s->sink + (int64_t)i * H;
+    for (int j = u.begin; j < u.end; j++) {
+      float dh = dh_out[j] + carry_in[j];
+      float r = g[j], z = g[H + j], n = g[2 * H + j];
       float dn_pre = dh * (1.0f - z) * (1.0f - n * n);
-      float dz_pre = dh * (prev - n) * z * (1.0f - z);
+      float dz_pre = dh * (hp[j] - n) * z * (1.0f - z);
       float dr_pre = dn_pre * hn[j] * r * (1.0f - r);
       dgi_row[j] = dgh_row[j] = dr_pre;
       dgi_row[H + j] = dgh_row[H + j] = dz_pre;
       dgi_row[2 * H + j] = dn_pre;
       dgh_row[2 * H + j] = dn_pre * r;
-      if (i < with_state) carry[j] = dh * z;
+      carry_out[j] = dh * z;
     }
   }
-  if (with_state) gemm_nn(with_state, H, G, dgh, G, d->w_hh, H, s->carry_h, H, 1.0f);
-  *carried = with_state;
 }
 
-static void lstm_backward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *dout, int lddo,
-                               const cpu_rnn_saved *sv, cpu_rnn_scratch *s, int *carried) {
+/* carry_c is private to each unit; carry_h is rebuilt by the product after. */
+static void lstm_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *dout, int lddo,
+                                const cpu_rnn_saved *sv, cpu_rnn_scratch *s, int carried, unit_slice u) {
   const int H = d->hidden, G = 4 * H, bs = b->batch_sizes[t];
   int64_t row0 = b->step_offsets[t], prev0 = 0;
   int with_state = rows_with_state(d, b, t, &prev0);
   float *dg = s->d_gates_ih + row0 * G;
   for (int i = 0; i < bs; i++) {
     const float *g = sv->gates + (row0 + i) * G, *c = sv->extra + (row0 + i) * H;
-    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : NULL, *dh_out = dout + (row0 + i) * lddo;
-    float *carry_h = s->carry_h + (int64_t)i * H, *carry_c = s->carry_c + (int64_t)i * H;
+    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : s->zeros, *dh_out = dout + (row0 + i) * lddo;
+    const float *carry_h = i < carried ? s->carry_h + (int64_t)i * H : s->zeros;
+    const float *carry_c_in = i < carried ? s->carry_c + (int64_t)i * H : s->zeros;
+    float *carry_c_out = i < with_state ? s->carry_c + (int64_t)i * H : s->sink + (int64_t)i * H;
     float *dg_row = dg + (int64_t)i * G;
-    for (int j = 0; j < H; j++) {
-      int has_carry = i < *carried;
+    for (int j = u.begin; j < u.end; j++) {
       float ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
-      float tc = tanhf(c[j]);
-      float dh = dh_out[j] + (has_carry ? carry_h[j] : 0.0f);
-      float dc = (has_carry ? carry_c[j] : 0.0f) + dh * og * (1.0f - tc * tc);
+      float tc = fast_tanhf(c[j]);
+      float dh = dh_out[j] + carry_h[j];
+      float dc = carry_c_in[j] + dh * og * (1.0f - tc * tc);
       dg_row[j] = dc * gg * ig * (1.0f - ig);
-      dg_row[H + j] = (cp ? dc * cp[j] : 0.0f) * fg * (1.0f - fg);
+      dg_row[H + j] = dc * cp[j] * fg * (1.0f - fg);
       dg_row[2 * H + j] = dc * ig * (1.0f - gg * gg);
       dg_row[3 * H + j] = dh * tc * og * (1.0f - og);
-      if (i < with_state) carry_c[j] = dc * fg;
+      carry_c_out[j] = dc * fg;
     }
   }
-  if (with_state) gemm_nn(with_state, H, G, dg, G, d->w_hh, H, s->carry_h, H, 0.0f);
-  *carried = with_state;
+}
+
+/* The time loop of backpropagation. Per step: gate gradients for own units,
+ * a barrier (the product needs every unit's gate gradient), then
+ * dL/dh_prev for own units = (direct part) + d_gates_hh W_hh[:, units]. */
+static void backward_through_time(const cpu_rnn_dir *d, const rnnd_batch *b, const float *out, int ldo,
+                                  const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s) {
+  const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H;
+  const float *d_hh = lstm ? s->d_gates_ih : s->d_gates_hh;
+#pragma omp parallel num_threads(team_size(H))
+  {
+    unit_slice u = my_units(H);
+    int carried = 0;
+    for (int k = b->n_steps - 1; k >= 0; k--) {
+      int t = step_at(d, b, k);
+      if (lstm) lstm_backward_gates(d, b, t, dout, lddo, sv, s, carried, u);
+      else gru_backward_gates(d, b, t, out, ldo, dout, lddo, sv, s, carried, u);
+#pragma omp barrier
+      int64_t prev0 = 0;
+      int with_state = rows_with_state(d, b, t, &prev0);
+      if (with_state)
+        gemm_nn(with_state, u.end - u.begin, G, d_hh + b->step_offsets[t] * G, G, d->w_hh + u.begin, H,
+                s->carry_h + u.begin, H, lstm ? 0.0f : 1.0f);
+      carried = with_state;
+    }
+  }
 }
 
 /* Gathers every row's previous hidden state (zero where a piece starts) so
@@ -185,17 +265,12 @@ void cpu_rnn_backward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x,
                       float dx_beta, cpu_rnn_scratch *s) {
   const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H;
   const int T = (int)b->n_tokens;
-  int carried = 0;
-  for (int k = b->n_steps - 1; k >= 0; k--) {
-    int t = step_at(d, b, k);
-    if (lstm) lstm_backward_step(d, b, t, dout, lddo, saved, s, &carried);
-    else gru_backward_step(d, b, t, out, ldo, dout, lddo, saved, s, &carried);
-  }
+  backward_through_time(d, b, out, ldo, dout, lddo, saved, s);
   const float *d_ih = s->d_gates_ih, *d_hh = lstm ? s->d_gates_ih : s->d_gates_hh;
   gather_previous_states(d, b, out, ldo, s->h_prev);
-  gemm_tn(G, H, T, d_hh, G, s->h_prev, H, d->gw_hh, H, 1.0f);
-  gemm_tn(G, d->input_size, T, d_ih, G, x, ldx, d->gw_ih, d->input_size, 1.0f);
+  gemm_tn_par(G, H, T, d_hh, G, s->h_prev, H, d->gw_hh, H, 1.0f);
+  gemm_tn_par(G, d->input_size, T, d_ih, G, x, ldx, d->gw_ih, d->input_size, 1.0f);
   add_column_sums(d->gb_ih, d_ih, T, G);
   add_column_sums(d->gb_hh, d_hh, T, G);
-  gemm_nn(T, d->input_size, G, d_ih, G, d->w_ih, d->input_size, dx, lddx, dx_beta);
+  gemm_nn_par(T, d->input_size, G, d_ih, G, d->w_ih, d->input_size, dx, lddx, dx_beta);
 }

@@ -33,6 +33,8 @@ typedef struct {
   float *d_gates_ih;  /* [tokens, gates*H] */
   float *d_gates_hh;  /* [tokens, gates*H] (GRU only; LSTM uses d_gates_ih) */
   float *h_prev;      /* [tokens, H] */
+  float *zeros;       /* [H] all zero: the state before a piece starts */
+  float *sink;        /* [max_pieces, H] write target for carries nobody reads */
 } cpu_rnn_scratch;
 
 /* out points at this direction's first column; ld* are row strides. */

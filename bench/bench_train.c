@@ -1,0 +1,121 @@
+/* bench_train.c — times rnn_dist's CPU training step (forward, backward,
+ * global-norm clip, Adam) on random data of a given shape, the same
+ * workload as bench/torch_bench.py, and prints tokens/s. The last line is
+ * machine-readable: "rnn_dist tokens_per_s <median> steps <n> gflops <rate>".
+ *
+ * usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]
+ *        [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]
+ *        [--warmup W] [--threads T] [--seed S] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/backend.h"
+#include "rnnd/common.h"
+#include "rnnd/optim.h"
+#include "rnnd/rng.h"
+#include "rnnd/sampler.h"
+
+typedef struct {
+  int cell, vocab, embed, hidden, layers, batch, min_len, max_len, steps, warmup, threads;
+  long seed;
+} bench_args;
+
+static void parse_args(int argc, char **argv, bench_args *a) {
+  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1};
+  for (int i = 1; i < argc; i++) {
+    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) rnnd_input_error("%s: missing value", k);
+    i++;
+    if (!strcmp(k, "--cell")) a->cell = !strcmp(v, "lstm") ? RNND_CELL_LSTM : RNND_CELL_GRU;
+    else if (!strcmp(k, "--vocab")) a->vocab = atoi(v);
+    else if (!strcmp(k, "--embed")) a->embed = atoi(v);
+    else if (!strcmp(k, "--hidden")) a->hidden = atoi(v);
+    else if (!strcmp(k, "--layers")) a->layers = atoi(v);
+    else if (!strcmp(k, "--batch")) a->batch = atoi(v);
+    else if (!strcmp(k, "--min-len")) a->min_len = atoi(v);
+    else if (!strcmp(k, "--max-len")) a->max_len = atoi(v);
+    else if (!strcmp(k, "--steps")) a->steps = atoi(v);
+    else if (!strcmp(k, "--warmup")) a->warmup = atoi(v);
+    else if (!strcmp(k, "--threads")) a->threads = atoi(v);
+    else if (!strcmp(k, "--seed")) a->seed = atol(v);
+    else rnnd_input_error("unknown option '%s'", k);
+  }
+}
+
+/* An in-memory data set: batch * (steps + warmup) random sequences. */
+static void make_dataset(rnnd_dataset *ds, const bench_args *a, int n_seq) {
+  memset(ds, 0, sizeof *ds);
+  ds->path = rnnd_strdup("(random)");
+  ds->vocab_size = a->vocab;
+  ds->n_sequences = n_seq;
+  ds->offsets = RNND_ALLOC(int64_t, n_seq + 1, "offsets");
+  for (int i = 0; i < n_seq; i++) {
+    uint64_t r = rng_key2((uint64_t)a->seed, (uint64_t)i);
+    ds->offsets[i + 1] = ds->offsets[i] + a->min_len + (int64_t)(r % (uint64_t)(a->max_len - a->min_len + 1));
+  }
+  ds->n_tokens = ds->offsets[n_seq];
+  ds->tokens = RNND_ALLOC(int32_t, ds->n_tokens, "tokens");
+  for (int64_t i = 0; i < ds->n_tokens; i++)
+    ds->tokens[i] = (int32_t)(rng_key2((uint64_t)a->seed + 7, (uint64_t)i) % (uint64_t)a->vocab);
+}
+
+static int compare_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv) {
+  rnnd_set_program_name("bench_train");
+  bench_args a;
+  parse_args(argc, argv, &a);
+  int total = a.steps + a.warmup;
+  rnnd_dataset ds;
+  make_dataset(&ds, &a, a.batch * total);
+  rnnd_model_shape shape = {a.cell, a.layers, a.embed, a.hidden, a.vocab, 1, 0};
+  rnnd_layout layout;
+  model_layout_init(&layout, &shape);
+  float *params = RNND_ALLOC(float, layout.numel, "params"), *grads = RNND_ALLOC(float, layout.numel, "grads");
+  model_init_params(&layout, params, 1);
+  rnnd_config cfg;
+  config_init_defaults(&cfg);
+  rnnd_optimizer opt;
+  optimizer_init(&opt, &cfg.train, layout.numel);
+  rnnd_backend_capacity cap = {a.batch, a.max_len, (int64_t)a.batch * a.max_len, a.threads};
+  rnnd_backend *be = cpu_backend_create(&layout, &cap);
+  rnnd_batch batch;
+  batch_init(&batch, a.batch, a.max_len, cap.max_tokens);
+  rnnd_piece *pieces = RNND_ALLOC(rnnd_piece, a.batch, "pieces");
+  double *rates = RNND_ALLOC(double, a.steps, "rates"), seconds_total = 0;
+  int64_t tokens_total = 0;
+  const char *core, *advice = cpu_blas_advice(&core);
+  printf("rnn_dist CPU backend: %s, vocab %d, embed %d, hidden %d, %d layers, batch %d, lengths %d..%d, threads %d, "
+         "BLAS core %s, OPENBLAS_CORETYPE=%s\n",
+         model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch, a.min_len, a.max_len, a.threads, core,
+         getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+  if (advice) printf("warning: %s\n", advice);
+  for (int s = 0; s < total; s++) {
+    for (int k = 0; k < a.batch; k++) {
+      int64_t seq = (int64_t)s * a.batch + k;
+      pieces[k] = (rnnd_piece){ds.offsets[seq], (int32_t)dataset_sequence_length(&ds, seq), seq};
+    }
+    double t0 = rnnd_now();
+    batch_fill(&batch, &ds, pieces, a.batch);
+    memset(grads, 0, layout.numel * sizeof *grads);
+    be->ops->train_batch(be, params, grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
+    double norm = grad_global_norm(grads, layout.numel);
+    grad_clip(grads, layout.numel, norm, 0.5);
+    optimizer_step(&opt, params, grads, 1e-3);
+    double dt = rnnd_now() - t0;
+    if (s >= a.warmup) {
+      rates[s - a.warmup] = (double)batch.n_tokens / dt;
+      seconds_total += dt;
+      tokens_total += batch.n_tokens;
+    }
+  }
+  qsort(rates, (size_t)a.steps, sizeof *rates, compare_double);
+  double median = rates[a.steps / 2], flops = model_train_flops_per_token(&shape);
+  printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
+         median * flops / 1e9, (double)tokens_total / seconds_total);
+  return 0;
+}

@@ -1,0 +1,544 @@
+#!/usr/bin/env python3
+"""PyTorch reference trainer for the rnn_dist quality check.
+
+Trains exactly the model the C trainer implements, from the same INI config
+and the same HDF5 data sets (rnn_prep output), so that final validation
+losses can be compared:
+
+  embedding -> dropout -> GRU/LSTM (PackedSequence, zero initial state,
+  dropout between layers) -> dropout -> linear decoder (optionally tied to
+  the embedding); loss = sum of cross-entropy over the batch's targets /
+  number of targets.
+
+Data: every sequence is cut into consecutive pieces of at most data.max_len
+targets; a piece with targets tokens[s .. s+n) has inputs tokens[s-1 ..
+s+n-1) (<eos> before the first token of the set), and starts from a zero
+state. Pieces are grouped into length buckets (data.num_buckets quantiles, or
+data.buckets bounds); each epoch shuffles within buckets, cuts them into
+batches of train.global_batch pieces and shuffles the batch order (numpy
+generator seeded with train.seed + epoch). The order differs from the C
+trainer's; the distribution of batches is the same.
+
+At the end the validation set (or --eval-set test) is evaluated: mean NLL
+over every target (pieces of max_len, zero state each, train.eval_batch
+pieces per batch in length order). The LAST line printed is
+
+  loss <mean nll> ppl <exp(mean nll)> tokens <target count>
+
+which is the contract of the C program's evaluation. With
+--eval-only-checkpoint MODEL.h5 --data SET.h5 a model file (rnn_dist model
+format) is evaluated instead, to cross-check the C evaluator.
+
+Examples:
+  torch_lm.py configs/wt2.ini --data-dir data/wt2 --set train.steps=200
+  torch_lm.py --eval-only-checkpoint runs/x/model.h5 --data data/wt2/valid.h5
+
+A reference tool only; the C code never runs it.
+"""
+
+import argparse
+import configparser
+import math
+import os
+import sys
+import time
+
+import h5py
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# Configuration (mirrors the key table of src/config.c)
+# ---------------------------------------------------------------------------
+
+# section -> key -> (type, default). Types: int, float, bool, str, or a tuple
+# of allowed choices. Keys marked "ignored" below are accepted but unused.
+CONFIG_KEYS = {
+    "model": {
+        "cell": (("gru", "lstm"), "gru"),
+        "layers": (int, "2"),
+        "embed": (int, "256"),
+        "hidden": (int, "256"),
+        "bidirectional": (bool, "false"),
+        "dropout": (float, "0.0"),
+        "tie_weights": (bool, "false"),
+    },
+    "data": {
+        "dir": (str, ""),
+        "train": (str, ""),
+        "valid": (str, ""),
+        "test": (str, ""),
+        "max_len": (int, "70"),
+        "buckets": (str, "auto"),
+        "num_buckets": (int, "8"),
+    },
+    "train": {
+        "device": (("auto", "cpu", "cuda"), "auto"),  # ignored: always CPU here
+        "seed": (int, "1234"),
+        "steps": (int, "0"),
+        "epochs": (int, "1"),
+        "global_batch": (int, "32"),
+        "eval_batch": (int, "64"),
+        "optimizer": (("adam", "sgd"), "adam"),
+        "lr": (float, "0.001"),
+        "lr_schedule": (("constant", "linear", "cosine", "step"), "constant"),
+        "warmup_steps": (int, "0"),
+        "min_lr": (float, "0.0"),
+        "step_size": (int, "1000"),
+        "gamma": (float, "0.5"),
+        "beta1": (float, "0.9"),
+        "beta2": (float, "0.999"),
+        "eps": (float, "1e-8"),
+        "weight_decay": (float, "0.0"),
+        "momentum": (float, "0.0"),
+        "clip_norm": (float, "0.5"),
+        "log_every": (int, "50"),
+        "eval_every": (int, "0"),
+        "threads": (int, "0"),
+        "time_limit_s": (float, "0"),
+    },
+    "output": {  # ignored: this script saves only with --save
+        "dir": (str, "runs/default"),
+        "save_every": (int, "0"),
+    },
+}
+
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
+def convert(section, key, text, where):
+    kind, _ = CONFIG_KEYS[section][key]
+    try:
+        if kind is bool:
+            if text.lower() in TRUE_WORDS:
+                return True
+            if text.lower() in FALSE_WORDS:
+                return False
+            raise ValueError("not a boolean (true/false)")
+        if isinstance(kind, tuple):
+            if text not in kind:
+                raise ValueError("not one of: " + ", ".join(kind))
+            return text
+        return kind(text)
+    except ValueError as e:
+        sys.exit("%s: %s.%s = '%s': %s" % (where, section, key, text, e))
+
+
+def set_key(cfg, section, key, text, where):
+    if section not in CONFIG_KEYS:
+        sys.exit("%s: unknown section [%s] (sections: %s)" % (where, section, ", ".join(CONFIG_KEYS)))
+    if key not in CONFIG_KEYS[section]:
+        sys.exit("%s: unknown key '%s.%s' (keys: %s)"
+                 % (where, section, key, ", ".join(CONFIG_KEYS[section])))
+    cfg[section][key] = convert(section, key, text.strip(), where)
+
+
+def load_config(path, overrides, data_dir):
+    """Defaults, then the INI file, then --set overrides, then --data-dir."""
+    cfg = {s: {k: convert(s, k, d, "default") for k, (_, d) in keys.items()}
+           for s, keys in CONFIG_KEYS.items()}
+    if path:
+        parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None,
+                                           strict=False)  # a repeated key: the last wins
+        parser.optionxform = str  # keys are case-sensitive, as in the C parser
+        try:
+            with open(path) as f:
+                parser.read_file(f)
+        except (OSError, configparser.Error) as e:
+            sys.exit("%s: %s" % (path, e))
+        for section in parser.sections():
+            for key, value in parser.items(section):
+                set_key(cfg, section, key, value, path)
+    for assignment in overrides:
+        name, eq, value = assignment.partition("=")
+        section, dot, key = name.partition(".")
+        if not eq or not dot:
+            sys.exit("--set %s: expected section.key=value" % assignment)
+        set_key(cfg, section.strip(), key.strip(), value, "--set " + assignment)
+    if data_dir is not None:
+        cfg["data"]["dir"] = data_dir
+    for name in ("train", "valid", "test"):
+        if not cfg["data"][name] and cfg["data"]["dir"]:
+            cfg["data"][name] = os.path.join(cfg["data"]["dir"], name + ".h5")
+    m = cfg["model"]
+    dirs = 2 if m["bidirectional"] else 1
+    if m["tie_weights"] and m["embed"] != m["hidden"] * dirs:
+        sys.exit("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)"
+                 % (m["embed"], m["hidden"] * dirs))
+    return cfg
+
+
+def parse_command_line():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", nargs="?", help="rnn_dist INI config (optional with --eval-only-checkpoint)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config key (repeatable)")
+    p.add_argument("--data-dir", help="override data.dir (train/valid/test.h5 inside it)")
+    p.add_argument("--eval-set", choices=("valid", "test"), default="valid",
+                   help="set evaluated at the end of training (default valid)")
+    p.add_argument("--save", metavar="MODEL.h5", help="write the trained model (model-file format)")
+    p.add_argument("--eval-only-checkpoint", metavar="MODEL.h5",
+                   help="evaluate this model file on --data instead of training")
+    p.add_argument("--data", metavar="SET.h5", help="data set for --eval-only-checkpoint")
+    args = p.parse_args()
+    if args.eval_only_checkpoint and not args.data:
+        p.error("--eval-only-checkpoint needs --data")
+    if args.data and not args.eval_only_checkpoint:
+        p.error("--data is only for --eval-only-checkpoint")
+    if not args.config and not args.eval_only_checkpoint:
+        p.error("a config file is needed for training")
+    return args, load_config(args.config, args.set, args.data_dir)
+
+
+def set_thread_env(threads):
+    """Debian's torch has its own OpenMP pool and calls a separately threaded
+    OpenBLAS; with both busy-waiting they fight. Give OpenBLAS the same count
+    and make OpenMP wait passively (unless the environment says otherwise).
+    Must run before `import torch`."""
+    if threads <= 0:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(threads))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+if __name__ == "__main__":
+    ARGS, CFG = parse_command_line()
+    set_thread_env(CFG["train"]["threads"])
+
+import torch  # noqa: E402  (after set_thread_env)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.utils.rnn import PackedSequence  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# Model and model files
+# ---------------------------------------------------------------------------
+
+
+class LanguageModel(nn.Module):
+    """embedding -> dropout -> GRU/LSTM (packed, zero state) -> dropout -> decoder."""
+
+    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie):
+        super().__init__()
+        dirs = 2 if bidirectional else 1
+        self.embedding = nn.Embedding(vocab, embed)
+        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.rnn = rnn_class(embed, hidden, num_layers=layers, bidirectional=bidirectional,
+                             dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.decoder = nn.Linear(hidden * dirs, vocab)
+        if tie:
+            self.decoder.weight = self.embedding.weight
+        self.hyper = dict(cell=cell, layers=layers, embed=embed, hidden=hidden, vocab_size=vocab,
+                          bidirectional=int(bidirectional), tie_weights=int(tie))
+
+    def reset_parameters(self):
+        """The trainer's init: embedding/decoder U(-0.1, 0.1), decoder bias 0,
+        RNN PyTorch default U(-1/sqrt(H), 1/sqrt(H))."""
+        with torch.no_grad():
+            self.embedding.weight.uniform_(-0.1, 0.1)
+            if self.decoder.weight is not self.embedding.weight:
+                self.decoder.weight.uniform_(-0.1, 0.1)
+            self.decoder.bias.zero_()
+
+    def forward(self, packed_inputs):
+        """Logits [targets, V] in packed order."""
+        x = self.drop(self.embedding(packed_inputs.data))
+        out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
+                                         packed_inputs.sorted_indices,
+                                         packed_inputs.unsorted_indices))
+        return self.decoder(self.drop(out.data))
+
+
+def attr_str(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def save_model(model, path):
+    with h5py.File(path, "w") as f:
+        g = f.create_group("model")
+        for name, value in model.state_dict().items():
+            g.create_dataset(name, data=value.detach().to(torch.float32).numpy())
+        for key, value in model.hyper.items():
+            if key == "cell":
+                g.attrs["cell"] = value
+            else:
+                g.attrs.create(key, np.int32(value))
+
+
+def load_model(path):
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        sys.exit("%s: cannot open model file: %s" % (path, e))
+    with f:
+        if "model" not in f:
+            sys.exit("%s: no /model group" % path)
+        g = f["model"]
+        try:
+            a = {k: g.attrs[k] for k in ("cell", "layers", "embed", "hidden", "vocab_size",
+                                         "bidirectional", "tie_weights")}
+        except KeyError as e:
+            sys.exit("%s: /model lacks attribute %s" % (path, e))
+        cell = attr_str(a["cell"])
+        if cell not in ("gru", "lstm"):
+            sys.exit("%s: /model cell '%s' is not gru or lstm" % (path, cell))
+        model = LanguageModel(cell, int(a["vocab_size"]), int(a["embed"]), int(a["hidden"]),
+                              int(a["layers"]), bool(a["bidirectional"]), 0.0, bool(a["tie_weights"]))
+        expected = model.state_dict()
+        state = {}
+        for name, ref in expected.items():
+            if name not in g:
+                sys.exit("%s: /model/%s is missing" % (path, name))
+            value = torch.from_numpy(np.asarray(g[name][()], dtype=np.float32))
+            if tuple(value.shape) != tuple(ref.shape):
+                sys.exit("%s: /model/%s has shape %s, expected %s"
+                         % (path, name, tuple(value.shape), tuple(ref.shape)))
+            state[name] = value
+        extra = sorted(set(g.keys()) - set(expected))
+        if extra:
+            print("warning: %s: unused datasets in /model: %s" % (path, ", ".join(extra)), file=sys.stderr)
+        if model.hyper["tie_weights"] and not torch.equal(state["embedding.weight"], state["decoder.weight"]):
+            print("warning: %s: tied model with different embedding/decoder weights; using "
+                  "embedding.weight" % path, file=sys.stderr)
+            state["decoder.weight"] = state["embedding.weight"]
+        model.load_state_dict(state)
+    return model
+
+
+# ---------------------------------------------------------------------------
+# Data: data sets, pieces, buckets, packed batches
+# ---------------------------------------------------------------------------
+
+
+class DataSet:
+    def __init__(self, path):
+        try:
+            f = h5py.File(path, "r")
+        except OSError as e:
+            sys.exit("%s: cannot open data set: %s" % (path, e))
+        with f:
+            for name in ("tokens", "offsets"):
+                if name not in f:
+                    sys.exit("%s: missing dataset /%s" % (path, name))
+            if attr_str(f.attrs.get("format", "")) != "rnn_dist-lm":
+                sys.exit("%s: attribute format is not 'rnn_dist-lm'" % path)
+            self.tokens = f["tokens"][()].astype(np.int64)
+            self.offsets = f["offsets"][()].astype(np.int64)
+            self.vocab_size = int(f.attrs["vocab_size"])
+            self.eos_id = int(f.attrs["eos_id"])
+        self.path = path
+        if self.offsets[0] != 0 or self.offsets[-1] != len(self.tokens) or np.any(np.diff(self.offsets) <= 0):
+            sys.exit("%s: bad /offsets" % path)
+        if self.tokens.min() < 0 or self.tokens.max() >= self.vocab_size:
+            sys.exit("%s: token id out of range" % path)
+        # inputs[k] is the token before target k (<eos> before the first).
+        self.inputs = np.concatenate([[self.eos_id], self.tokens[:-1]])
+
+    def pieces(self, max_len):
+        """(starts, lengths) of all pieces in data-set order."""
+        seq_len = np.diff(self.offsets)
+        per_seq = (seq_len + max_len - 1) // max_len
+        seq = np.repeat(np.arange(len(seq_len)), per_seq)
+        first = np.cumsum(per_seq) - per_seq
+        k = np.arange(per_seq.sum()) - np.repeat(first, per_seq)
+        starts = self.offsets[seq] + k * max_len
+        lengths = np.minimum(max_len, self.offsets[seq + 1] - starts)
+        return starts, lengths
+
+
+def make_batch(ds, starts, lengths):
+    """PackedSequence of inputs (pieces sorted longest first) and packed targets."""
+    order = np.argsort(-lengths, kind="stable")
+    starts, lengths = starts[order], lengths[order]
+    steps = int(lengths[0])
+    t = np.arange(steps)
+    present = t[:, None] < lengths[None, :]            # [T, B], time-major
+    index = (starts[None, :] + t[:, None])[present]     # packed order
+    batch_sizes = torch.from_numpy(present.sum(axis=1).astype(np.int64))
+    inputs = PackedSequence(torch.from_numpy(ds.inputs[index]), batch_sizes, None, None)
+    return inputs, torch.from_numpy(ds.tokens[index])
+
+
+def bucket_bounds(lengths, spec, num_buckets):
+    """Inclusive upper length bounds of the buckets."""
+    if spec == "auto":
+        q = np.quantile(lengths, np.arange(1, num_buckets + 1) / num_buckets)
+        bounds = np.unique(np.ceil(q).astype(np.int64))
+    else:
+        try:
+            bounds = np.array([int(x) for x in spec.split(",")], dtype=np.int64)
+        except ValueError:
+            sys.exit("config: data.buckets = '%s' is not 'auto' or a list of integers" % spec)
+        if np.any(np.diff(bounds) <= 0):
+            sys.exit("config: data.buckets must be ascending")
+    if bounds[-1] < lengths.max():
+        bounds = np.append(bounds, lengths.max())
+    return bounds
+
+
+def epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
+    """List of piece-index arrays, one per batch, for this epoch."""
+    rng = np.random.default_rng(seed + epoch)
+    batches = []
+    for b in range(n_buckets):
+        members = np.flatnonzero(bucket_of == b)
+        members = members[rng.permutation(len(members))]
+        batches += [members[i:i + batch] for i in range(0, len(members), batch)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+# ---------------------------------------------------------------------------
+# Training and evaluation
+# ---------------------------------------------------------------------------
+
+
+def learning_rate(t, step, total):
+    """Learning rate used for (0-based) step `step` of `total`."""
+    lr, warmup = t["lr"], t["warmup_steps"]
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    kind = t["lr_schedule"]
+    if kind == "constant":
+        return lr
+    if kind == "linear":
+        return lr + (t["min_lr"] - lr) * progress
+    if kind == "cosine":
+        return t["min_lr"] + 0.5 * (lr - t["min_lr"]) * (1.0 + math.cos(math.pi * progress))
+    return lr * t["gamma"] ** ((step - warmup) // t["step_size"])
+
+
+def evaluate(model, ds, max_len, eval_batch):
+    """(mean NLL, target count) over every target of ds."""
+    model.eval()
+    starts, lengths = ds.pieces(max_len)
+    order = np.argsort(-lengths, kind="stable")
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(order), eval_batch):
+            sel = order[i:i + eval_batch]
+            inputs, targets = make_batch(ds, starts[sel], lengths[sel])
+            logits = model(inputs)
+            total += F.cross_entropy(logits, targets, reduction="sum").double().item()
+            count += targets.numel()
+    model.train()
+    return total / count, count
+
+
+def print_eval(loss, count):
+    print("loss %.6f ppl %.4f tokens %d" % (loss, math.exp(loss), count), flush=True)
+
+
+def make_optimizer(model, t):
+    params = list(model.parameters())  # shared (tied) tensors once
+    if t["optimizer"] == "adam":
+        return torch.optim.Adam(params, lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                weight_decay=t["weight_decay"])
+    return torch.optim.SGD(params, lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
+
+
+def train(args, cfg):
+    m, d, t = cfg["model"], cfg["data"], cfg["train"]
+    if not d["train"]:
+        sys.exit("config: no training set (data.train or data.dir)")
+    eval_path = d[args.eval_set]
+    if not eval_path:
+        sys.exit("config: no %s set (data.%s or data.dir)" % (args.eval_set, args.eval_set))
+    train_set, eval_set = DataSet(d["train"]), DataSet(eval_path)
+    if eval_set.vocab_size != train_set.vocab_size:
+        sys.exit("%s: vocab_size %d differs from the training set's %d"
+                 % (eval_path, eval_set.vocab_size, train_set.vocab_size))
+
+    torch.manual_seed(t["seed"])
+    model = LanguageModel(m["cell"], train_set.vocab_size, m["embed"], m["hidden"], m["layers"],
+                          m["bidirectional"], m["dropout"], m["tie_weights"])
+    model.reset_parameters()
+    model.train()
+    opt = make_optimizer(model, t)
+    params = list(model.parameters())
+
+    starts, lengths = train_set.pieces(d["max_len"])
+    bounds = bucket_bounds(lengths, d["buckets"], d["num_buckets"])
+    bucket_of = np.searchsorted(bounds, lengths, side="left")
+    batches_per_epoch = len(epoch_plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0))
+    total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
+
+    print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s)"
+          % (torch.__version__, torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS")))
+    print("model %s layers %d embed %d hidden %d vocab %d bidirectional %d dropout %g tie %d: %d parameters"
+          % (m["cell"], m["layers"], m["embed"], m["hidden"], train_set.vocab_size, m["bidirectional"],
+             m["dropout"], m["tie_weights"], sum(p.numel() for p in params)))
+    print("train %s: %d sequences, %d tokens, %d pieces (max_len %d), buckets <= %s, "
+          "%d batches/epoch of %d; %d steps"
+          % (d["train"], len(train_set.offsets) - 1, len(train_set.tokens), len(starts), d["max_len"],
+             ",".join(map(str, bounds)), batches_per_epoch, t["global_batch"], total), flush=True)
+
+    step, epoch = 0, 0
+    t_start = time.time()
+    t_log, log_loss, log_tokens = time.time(), 0.0, 0
+    stop = False
+    while step < total and not stop:
+        for sel in epoch_plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch):
+            if step >= total:
+                break
+            lr = learning_rate(t, step, total)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            inputs, targets = make_batch(train_set, starts[sel], lengths[sel])
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(inputs), targets, reduction="sum") / targets.numel()
+            loss.backward()
+            if t["clip_norm"] > 0:
+                torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])
+            opt.step()
+            step += 1
+            log_loss += loss.item() * targets.numel()
+            log_tokens += targets.numel()
+            if step % t["log_every"] == 0 or step == total:
+                now = time.time()
+                mean = log_loss / log_tokens
+                print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
+                      % (step, total, epoch, mean, math.exp(mean), log_tokens / (now - t_log), lr),
+                      flush=True)
+                t_log, log_loss, log_tokens = now, 0.0, 0
+            if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < total:
+                v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"])
+                print("eval step %d %s loss %.6f ppl %.4f tokens %d"
+                      % (step, args.eval_set, v, math.exp(v), n), flush=True)
+            if t["time_limit_s"] > 0 and time.time() - t_start > t["time_limit_s"]:
+                print("time limit %.0f s reached at step %d" % (t["time_limit_s"], step), flush=True)
+                stop = True
+                break
+        epoch += 1
+    print("trained %d steps in %.1f s" % (step, time.time() - t_start), flush=True)
+    if args.save:
+        save_model(model, args.save)
+        print("saved %s" % args.save)
+    v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"])
+    print("%s set %s" % (args.eval_set, eval_path))
+    print_eval(v, n)
+
+
+def eval_only(args, cfg):
+    model = load_model(args.eval_only_checkpoint)
+    ds = DataSet(args.data)
+    if ds.vocab_size != model.hyper["vocab_size"]:
+        sys.exit("%s: vocab_size %d differs from the model's %d"
+                 % (args.data, ds.vocab_size, model.hyper["vocab_size"]))
+    v, n = evaluate(model, ds, cfg["data"]["max_len"], cfg["train"]["eval_batch"])
+    print_eval(v, n)
+
+
+def main(args, cfg):
+    if cfg["train"]["threads"] > 0:
+        torch.set_num_threads(cfg["train"]["threads"])
+    if args.eval_only_checkpoint:
+        eval_only(args, cfg)
+    else:
+        train(args, cfg)
+
+
+if __name__ == "__main__":
+    main(ARGS, CFG)

@@ -1,0 +1,328 @@
+/* dataset.c — dataset_load()/dataset_free(): reads and validates a data set
+ * written by rnn_prep (format in docs/formats.md). Every problem with the
+ * file is reported as bad input naming the file and the dataset, attribute or
+ * index, because the trainer trusts the arrays without further checks. */
+#include "rnnd/dataset.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/common.h"
+
+#define FORMAT_NAME "rnn_dist-lm"
+#define FORMAT_VERSION 1
+
+/* Fails with "PATH: WHAT" when an HDF5 call returned a negative status. */
+#define CHECK_H5(status, path, ...)                \
+  do {                                             \
+    if ((status) < 0) fail_at((path), __VA_ARGS__); \
+  } while (0)
+
+RNND_NORETURN RNND_PRINTF(2, 3) static void fail_at(const char *path, const char *fmt, ...);
+
+static void fail_at(const char *path, const char *fmt, ...) {
+  char what[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(what, sizeof what, fmt, args);
+  va_end(args);
+  rnnd_input_error("%s: %s", path, what);
+}
+
+/* ---- opening ---------------------------------------------------------- */
+
+static hid_t open_file(const char *path) {
+  /* HDF5 does not say why an open failed, so ask the OS first. */
+  FILE *probe = fopen(path, "rb");
+  if (!probe) fail_at(path, "cannot open (%s)", strerror(errno));
+  fclose(probe);
+  /* The user gets our one error line, not HDF5's error stack. */
+  CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL), path, "cannot configure HDF5 error reporting");
+#if H5_VERSION_GE(1, 12, 0)
+  htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT);
+#else
+  htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
+  if (is_hdf5 <= 0) fail_at(path, "not an HDF5 file");
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CHECK_H5(file, path, "cannot open as HDF5 file");
+  return file;
+}
+
+static const char *class_name(H5T_class_t cls) {
+  switch (cls) {
+    case H5T_INTEGER: return "integer";
+    case H5T_FLOAT: return "floating point";
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "variable-length sequence";
+    default: return "other";
+  }
+}
+
+/* Opens the 1-D dataset /NAME and returns its length; checks its type class. */
+static hid_t open_vector(hid_t file, const char *path, const char *name, H5T_class_t want,
+                         const char *want_words, hsize_t *length) {
+  htri_t exists = H5Lexists(file, name, H5P_DEFAULT);
+  CHECK_H5(exists, path, "cannot look up dataset /%s", name);
+  if (!exists) fail_at(path, "missing dataset /%s", name);
+  hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+  CHECK_H5(dset, path, "/%s is not a dataset", name);
+  hid_t type = H5Dget_type(dset);
+  CHECK_H5(type, path, "cannot read the type of /%s", name);
+  H5T_class_t cls = H5Tget_class(type);
+  CHECK_H5(cls, path, "cannot read the type of /%s", name);
+  CHECK_H5(H5Tclose(type), path, "cannot close the type of /%s", name);
+  if (cls != want)
+    fail_at(path, "/%s has %s type, expected %s", name, class_name(cls), want_words);
+  hid_t space = H5Dget_space(dset);
+  CHECK_H5(space, path, "cannot read the shape of /%s", name);
+  int rank = H5Sget_simple_extent_ndims(space);
+  CHECK_H5(rank, path, "cannot read the shape of /%s", name);
+  if (rank != 1) fail_at(path, "/%s has rank %d, expected a 1-D dataset", name, rank);
+  CHECK_H5(H5Sget_simple_extent_dims(space, length, NULL), path, "cannot read the shape of /%s",
+          name);
+  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /%s", name);
+  return dset;
+}
+
+/* ---- attributes ------------------------------------------------------- */
+
+static hid_t open_attribute(hid_t file, const char *path, const char *name) {
+  htri_t exists = H5Aexists(file, name);
+  CHECK_H5(exists, path, "cannot look up attribute %s", name);
+  if (!exists) fail_at(path, "missing root attribute %s", name);
+  hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+  CHECK_H5(attr, path, "cannot open attribute %s", name);
+  hid_t space = H5Aget_space(attr);
+  CHECK_H5(space, path, "cannot read the shape of attribute %s", name);
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  CHECK_H5(n, path, "cannot read the shape of attribute %s", name);
+  CHECK_H5(H5Sclose(space), path, "cannot close the shape of attribute %s", name);
+  if (n != 1) fail_at(path, "attribute %s must be a single value", name);
+  return attr;
+}
+
+static int32_t read_int_attribute(hid_t file, const char *path, const char *name) {
+  hid_t attr = open_attribute(file, path, name);
+  hid_t type = H5Aget_type(attr);
+  CHECK_H5(type, path, "cannot read the type of attribute %s", name);
+  H5T_class_t cls = H5Tget_class(type);
+  CHECK_H5(cls, path, "cannot read the type of attribute %s", name);
+  CHECK_H5(H5Tclose(type), path, "cannot close the type of attribute %s", name);
+  if (cls != H5T_INTEGER) fail_at(path, "attribute %s must be an integer", name);
+  /* Read wide so that an out-of-range value is reported, not clamped. */
+  long long value = 0;
+  CHECK_H5(H5Aread(attr, H5T_NATIVE_LLONG, &value), path, "cannot read attribute %s", name);
+  CHECK_H5(H5Aclose(attr), path, "cannot close attribute %s", name);
+  if (value < INT32_MIN || value > INT32_MAX)
+    fail_at(path, "attribute %s = %lld does not fit in 32 bits", name, value);
+  return (int32_t)value;
+}
+
+/* A memory string type that HDF5 converts STORED into: the same character
+ * set (HDF5 has no ASCII<->UTF-8 conversion) and either variable length or a
+ * fixed width with room for a terminating NUL (*width, 0 when variable). */
+static hid_t memory_string_type(hid_t stored, const char *path, const char *what,
+                                size_t *width) {
+  htri_t variable = H5Tis_variable_str(stored);
+  CHECK_H5(variable, path, "cannot read the type of %s", what);
+  H5T_cset_t cset = H5Tget_cset(stored);
+  CHECK_H5(cset, path, "cannot read the character set of %s", what);
+  size_t stored_size = variable ? 0 : H5Tget_size(stored);
+  if (!variable && stored_size == 0) fail_at(path, "cannot read the type of %s", what);
+  *width = variable ? 0 : stored_size + 1;
+  hid_t mem = H5Tcopy(H5T_C_S1);
+  CHECK_H5(mem, path, "cannot read %s", what);
+  CHECK_H5(H5Tset_cset(mem, cset), path, "cannot read %s", what);
+  CHECK_H5(H5Tset_size(mem, variable ? H5T_VARIABLE : *width), path, "cannot read %s", what);
+  CHECK_H5(H5Tset_strpad(mem, H5T_STR_NULLTERM), path, "cannot read %s", what);
+  return mem;
+}
+
+/* Copies the string attribute NAME (fixed or variable length) into BUF. */
+static void read_string_attribute(hid_t file, const char *path, const char *name, char *buf,
+                                  size_t size) {
+  char what[64];
+  snprintf(what, sizeof what, "attribute %s", name);
+  hid_t attr = open_attribute(file, path, name);
+  hid_t type = H5Aget_type(attr);
+  CHECK_H5(type, path, "cannot read the type of %s", what);
+  H5T_class_t cls = H5Tget_class(type);
+  CHECK_H5(cls, path, "cannot read the type of %s", what);
+  if (cls != H5T_STRING) fail_at(path, "%s must be a string", what);
+  size_t width = 0;
+  hid_t mem = memory_string_type(type, path, what, &width);
+  if (width == 0) {
+    char *value = NULL;
+    CHECK_H5(H5Aread(attr, mem, &value), path, "cannot read %s", what);
+    snprintf(buf, size, "%s", value ? value : "");
+    CHECK_H5(H5free_memory(value), path, "cannot release %s", what);
+  } else {
+    char *value = rnnd_calloc(width, 1, "string attribute");
+    CHECK_H5(H5Aread(attr, mem, value), path, "cannot read %s", what);
+    snprintf(buf, size, "%s", value);
+    free(value);
+  }
+  CHECK_H5(H5Tclose(mem), path, "cannot close the type of %s", what);
+  CHECK_H5(H5Tclose(type), path, "cannot close the type of %s", what);
+  CHECK_H5(H5Aclose(attr), path, "cannot close %s", what);
+}
+
+static void check_format(hid_t file, const char *path) {
+  char name[64];
+  read_string_attribute(file, path, "format", name, sizeof name);
+  if (strcmp(name, FORMAT_NAME) != 0)
+    fail_at(path, "attribute format is \"%s\", expected \"%s\"", name, FORMAT_NAME);
+  int32_t version = read_int_attribute(file, path, "format_version");
+  if (version > FORMAT_VERSION)
+    fail_at(path, "format_version %d is newer than this program supports (%d)", (int)version,
+            FORMAT_VERSION);
+  if (version < 1) fail_at(path, "format_version %d is invalid (must be 1)", (int)version);
+}
+
+static void read_header(rnnd_dataset *ds, hid_t file) {
+  const char *path = ds->path;
+  check_format(file, path);
+  ds->vocab_size = read_int_attribute(file, path, "vocab_size");
+  ds->eos_id = read_int_attribute(file, path, "eos_id");
+  ds->unk_id = read_int_attribute(file, path, "unk_id");
+  if (ds->vocab_size <= 0) fail_at(path, "vocab_size %d must be positive", (int)ds->vocab_size);
+  if (ds->eos_id < 0 || ds->eos_id >= ds->vocab_size)
+    fail_at(path, "eos_id %d is outside [0, vocab_size %d)", (int)ds->eos_id, (int)ds->vocab_size);
+  if (ds->unk_id < 0 || ds->unk_id >= ds->vocab_size)
+    fail_at(path, "unk_id %d is outside [0, vocab_size %d)", (int)ds->unk_id, (int)ds->vocab_size);
+}
+
+/* ---- arrays ----------------------------------------------------------- */
+
+static void read_offsets(rnnd_dataset *ds, hid_t file) {
+  hsize_t n = 0;
+  hid_t dset = open_vector(file, ds->path, "offsets", H5T_INTEGER, "integers", &n);
+  if (n == 0) fail_at(ds->path, "/offsets is empty (it needs n_sequences + 1 entries)");
+  ds->n_sequences = (int64_t)n - 1;
+  ds->offsets = RNND_ALLOC(int64_t, n, "data-set offsets");
+  CHECK_H5(H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->offsets), ds->path,
+          "cannot read /offsets");
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /offsets");
+}
+
+static void read_tokens(rnnd_dataset *ds, hid_t file) {
+  hsize_t n = 0;
+  hid_t dset = open_vector(file, ds->path, "tokens", H5T_INTEGER, "integers", &n);
+  ds->n_tokens = (int64_t)n;
+  ds->tokens = RNND_ALLOC(int32_t, n, "data-set tokens");
+  /* NATIVE_INT32 as memory type: HDF5 converts whatever integer type is stored
+   * (values beyond 32 bits clamp and then fail the range check below). */
+  if (n > 0)
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->tokens), ds->path,
+            "cannot read /tokens");
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
+}
+
+static void validate_offsets(const rnnd_dataset *ds) {
+  const int64_t *off = ds->offsets;
+  if (ds->n_sequences == 0) fail_at(ds->path, "data set is empty (no sequences)");
+  if (off[0] != 0) fail_at(ds->path, "/offsets[0] must be 0 (it is %lld)", (long long)off[0]);
+  for (int64_t i = 1; i <= ds->n_sequences; i++) {
+    if (off[i] <= off[i - 1])
+      fail_at(ds->path,
+              "/offsets[%lld] = %lld is not greater than /offsets[%lld] = %lld "
+              "(sequences must be non-empty and offsets increasing)",
+              (long long)i, (long long)off[i], (long long)(i - 1), (long long)off[i - 1]);
+  }
+  if (off[ds->n_sequences] != ds->n_tokens)
+    fail_at(ds->path, "last offset %lld != number of tokens %lld",
+            (long long)off[ds->n_sequences], (long long)ds->n_tokens);
+}
+
+static void validate_tokens(const rnnd_dataset *ds) {
+  for (int64_t i = 0; i < ds->n_tokens; i++) {
+    int32_t t = ds->tokens[i];
+    if (t < 0)
+      fail_at(ds->path, "/tokens[%lld] = %d is a negative token id", (long long)i, (int)t);
+    if (t >= ds->vocab_size)
+      fail_at(ds->path, "/tokens[%lld] = %d is outside the vocabulary (vocab_size %d)",
+              (long long)i, (int)t, (int)ds->vocab_size);
+  }
+}
+
+/* ---- vocabulary ------------------------------------------------------- */
+
+/* Frees what HDF5 allocated for the variable-length strings in WORDS. */
+static void release_strings(hid_t mem, hid_t dset, char **words, const char *path) {
+  hid_t space = H5Dget_space(dset);
+  CHECK_H5(space, path, "cannot read the shape of /vocab");
+#if H5_VERSION_GE(1, 12, 0)
+  CHECK_H5(H5Treclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /vocab strings");
+#else
+  CHECK_H5(H5Dvlen_reclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /vocab strings");
+#endif
+  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /vocab");
+}
+
+static void copy_vocab(rnnd_dataset *ds, hid_t dset, hid_t mem, size_t width, hsize_t n) {
+  if (width == 0) {
+    char **raw = RNND_ALLOC(char *, n, "vocabulary strings");
+    CHECK_H5(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw), ds->path,
+            "cannot read /vocab");
+    for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw[i] ? raw[i] : "");
+    release_strings(mem, dset, raw, ds->path);
+    free(raw);
+  } else {
+    char *raw = rnnd_calloc(n, width, "vocabulary strings");
+    CHECK_H5(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw), ds->path,
+            "cannot read /vocab");
+    for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw + i * width);
+    free(raw);
+  }
+}
+
+/* Reads the strings of /vocab (variable or fixed length) into owned copies. */
+static void read_vocab(rnnd_dataset *ds, hid_t file) {
+  hsize_t n = 0;
+  hid_t dset = open_vector(file, ds->path, "vocab", H5T_STRING, "strings", &n);
+  if (n != (hsize_t)ds->vocab_size)
+    fail_at(ds->path, "/vocab has %llu entries but vocab_size is %d", (unsigned long long)n,
+            (int)ds->vocab_size);
+  hid_t type = H5Dget_type(dset);
+  CHECK_H5(type, ds->path, "cannot read the type of /vocab");
+  size_t width = 0;
+  hid_t mem = memory_string_type(type, ds->path, "/vocab", &width);
+  ds->vocab = RNND_ALLOC(char *, n, "vocabulary");
+  copy_vocab(ds, dset, mem, width, n);
+  CHECK_H5(H5Tclose(mem), ds->path, "cannot close the type of /vocab");
+  CHECK_H5(H5Tclose(type), ds->path, "cannot close the type of /vocab");
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /vocab");
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
+  memset(ds, 0, sizeof *ds);
+  ds->path = rnnd_strdup(path);
+  hid_t file = open_file(path);
+  read_header(ds, file);
+  read_offsets(ds, file);
+  read_tokens(ds, file);
+  validate_offsets(ds);
+  validate_tokens(ds);
+  if (load_vocab) read_vocab(ds, file);
+  CHECK_H5(H5Fclose(file), path, "cannot close file");
+}
+
+void dataset_free(rnnd_dataset *ds) {
+  if (ds->vocab) {
+    for (int32_t i = 0; i < ds->vocab_size; i++) free(ds->vocab[i]);
+    free(ds->vocab);
+  }
+  free(ds->tokens);
+  free(ds->offsets);
+  free(ds->path);
+  memset(ds, 0, sizeof *ds);
+}

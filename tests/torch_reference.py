@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Write the PyTorch gradient-check fixtures read by the C tests.
+
+Each fixture is one HDF5 file that holds
+
+  * a complete rnn_dist data set at the root (/tokens, /offsets, /vocab and the
+    eos_id, unk_id, vocab_size, format, format_version attributes),
+  * the initial parameters under /model in the model-file format (float32),
+  * the root attribute max_len (pieces hold at most this many targets),
+  * /reference/loss: the loss of ONE batch made of every piece of every
+    sequence (sum of cross-entropy over all targets / number of targets), and
+  * /reference/grad/<name>: its gradient for every state_dict name,
+
+computed by PyTorch in float64 from exactly the float32 values stored under
+/model, with dropout 0. adam_gru.h5 and adam_lstm.h5 add an Adam trajectory
+(Adam + clip_grad_norm_ every step, float64) under /adam.
+
+Initial parameters: the trainer's init (embedding and decoder weight
+U(-0.1, 0.1), RNN PyTorch default) except that the decoder bias is U(-0.1, 0.1)
+rather than 0, so a missing bias term shows up, and the Adam cases use a wider
+embedding/decoder range so that some steps are clipped.
+
+Written files:
+  grad_{gru,lstm}_l{1,3}_{uni,bi}_{tied,untied}.h5   (16 files, no cutting)
+  grad_gru_l2_uni_untied_maxlen4.h5                  (max_len 4: cut pieces)
+  adam_gru.h5, adam_lstm.h5                          (20 Adam steps)
+
+This is a reference tool for the tests only; the C code never runs it.
+Output is deterministic (fixed seeds, single thread).
+
+Usage: torch_reference.py --out DIR
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import PackedSequence, pack_sequence
+
+VOCAB = 37
+EOS_ID = 0
+UNK_ID = 1
+NO_CUT = 1000  # max_len of the cases that keep every sequence whole
+# Embedding/decoder init range of the Adam cases: wide enough that about a
+# third of the steps have a gradient norm above clip_norm (so clipping is
+# exercised both ways).
+ADAM_INIT_SCALE = {"gru": 0.8, "lstm": 2.0}
+
+
+class LanguageModel(nn.Module):
+    """embedding -> dropout -> GRU/LSTM (packed, zero state) -> dropout -> decoder."""
+
+    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie):
+        super().__init__()
+        dirs = 2 if bidirectional else 1
+        self.embedding = nn.Embedding(vocab, embed)
+        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.rnn = rnn_class(embed, hidden, num_layers=layers, bidirectional=bidirectional,
+                             dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.decoder = nn.Linear(hidden * dirs, vocab)
+        if tie:
+            if embed != hidden * dirs:
+                raise ValueError("tied weights need embed == hidden * directions")
+            self.decoder.weight = self.embedding.weight
+
+    def forward(self, packed_inputs):
+        """Logits [total targets, V] in packed order for a PackedSequence of ids."""
+        x = self.drop(self.embedding(packed_inputs.data))
+        out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
+                                         packed_inputs.sorted_indices,
+                                         packed_inputs.unsorted_indices))
+        return self.decoder(self.drop(out.data))
+
+
+def make_pieces(offsets, max_len):
+    """(start, length) of every piece, in data-set order."""
+    pieces = []
+    for i in range(len(offsets) - 1):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        for s in range(a, b, max_len):
+            pieces.append((s, min(max_len, b - s)))
+    return pieces
+
+
+def batch_loss(model, tokens, pieces, eos_id):
+    """Sum of cross-entropy over every target of the pieces / number of targets."""
+    prev = np.concatenate([[eos_id], tokens[:-1]])  # input of target k is token k-1
+    seqs = [torch.from_numpy(np.stack([prev[s:s + n], tokens[s:s + n]], axis=1).astype(np.int64))
+            for s, n in pieces]
+    packed = pack_sequence(seqs, enforce_sorted=False)
+    inputs = PackedSequence(packed.data[:, 0], packed.batch_sizes,
+                            packed.sorted_indices, packed.unsorted_indices)
+    targets = packed.data[:, 1]
+    logits = model(inputs)
+    return F.cross_entropy(logits, targets, reduction="sum") / targets.numel()
+
+
+def make_tokens(rng, lengths):
+    """Random tokens in [2, V) with every sequence ending in eos."""
+    seqs = []
+    for n in lengths:
+        seq = rng.integers(2, VOCAB, size=n).astype(np.int32)
+        seq[-1] = EOS_ID
+        seqs.append(seq)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return np.concatenate(seqs).astype(np.int32), offsets
+
+
+def write_dataset(f, tokens, offsets):
+    f.create_dataset("tokens", data=tokens.astype(np.int32))
+    f.create_dataset("offsets", data=offsets.astype(np.int64))
+    words = np.array(["w%d" % i for i in range(VOCAB)], dtype=object)
+    f.create_dataset("vocab", data=words, dtype=h5py.string_dtype("utf-8"))
+    f.attrs.create("eos_id", np.int32(EOS_ID))
+    f.attrs.create("unk_id", np.int32(UNK_ID))
+    f.attrs.create("vocab_size", np.int32(VOCAB))
+    f.attrs["format"] = "rnn_dist-lm"
+    f.attrs.create("format_version", np.int32(1))
+
+
+def init_parameters(model, scale=0.1):
+    """The trainer's init (scale 0.1), plus a random decoder bias so the bias
+    path is checked too."""
+    with torch.no_grad():
+        model.embedding.weight.uniform_(-scale, scale)
+        if model.decoder.weight is not model.embedding.weight:
+            model.decoder.weight.uniform_(-scale, scale)
+        model.decoder.bias.uniform_(-0.1, 0.1)
+        # RNN weights keep PyTorch's default U(-1/sqrt(H), 1/sqrt(H)).
+
+
+def write_model(f, model, spec):
+    """Writes /model (float32) and returns the float32 values as a state dict."""
+    g = f.create_group("model")
+    state = {}
+    for name, value in model.state_dict().items():
+        v32 = value.detach().to(torch.float32).numpy().copy()
+        g.create_dataset(name, data=v32)
+        state[name] = v32
+    g.attrs["cell"] = spec["cell"]
+    for key in ("layers", "embed", "hidden"):
+        g.attrs.create(key, np.int32(spec[key]))
+    g.attrs.create("vocab_size", np.int32(VOCAB))
+    g.attrs.create("bidirectional", np.int32(1 if spec["bi"] else 0))
+    g.attrs.create("tie_weights", np.int32(1 if spec["tie"] else 0))
+    return state
+
+
+def build_double_model(spec, seed, f, scale=0.1):
+    """Builds a model, writes its float32 parameters to f, returns the float64 copy."""
+    torch.manual_seed(seed)
+    model = LanguageModel(spec["cell"], VOCAB, spec["embed"], spec["hidden"], spec["layers"],
+                          spec["bi"], 0.0, spec["tie"])
+    init_parameters(model, scale)
+    state32 = write_model(f, model, spec)
+    model = model.double()
+    model.load_state_dict({k: torch.from_numpy(v).double() for k, v in state32.items()})
+    model.eval()  # dropout is 0 anyway
+    return model
+
+
+def spec_for(cell, layers, bi, tie):
+    dirs = 2 if bi else 1
+    if tie:
+        hidden = 8
+        embed = hidden * dirs
+    else:
+        hidden, embed = 12, 10
+    return dict(cell=cell, layers=layers, bi=bi, tie=tie, embed=embed, hidden=hidden)
+
+
+def write_grad_case(path, spec, seed, max_len):
+    rng = np.random.default_rng(seed)
+    # Uneven lengths, one of just <eos>, one >= 9 (and longer than 2 * 4).
+    lengths = [5, 1, 9, 3, 12, 2, 7, 4]
+    rng.shuffle(lengths)
+    tokens, offsets = make_tokens(rng, lengths)
+    with h5py.File(path, "w") as f:
+        write_dataset(f, tokens, offsets)
+        f.attrs.create("max_len", np.int32(max_len))
+        model = build_double_model(spec, seed, f)
+        pieces = make_pieces(offsets, max_len)
+        model.zero_grad()
+        loss = batch_loss(model, tokens, pieces, EOS_ID)
+        loss.backward()
+        ref = f.create_group("reference")
+        ref.create_dataset("loss", data=np.float64(loss.item()))
+        grads = ref.create_group("grad")
+        for name in model.state_dict():
+            p = model.get_parameter(name)  # tied: both names give the shared tensor
+            grads.create_dataset(name, data=p.grad.detach().numpy().astype(np.float64))
+    return loss.item(), len(pieces), int(offsets[-1])
+
+
+def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
+    spec = dict(cell=cell, layers=2, bi=False, tie=False, embed=10, hidden=12)
+    lr, beta1, beta2, eps, clip = 0.01, 0.9, 0.999, 1e-8, 0.5
+    rng = np.random.default_rng(seed)
+    lengths = list(rng.integers(2, 14, size=n_seq))
+    lengths[3] = 1  # a lone <eos>
+    tokens, offsets = make_tokens(rng, lengths)
+    batches = np.stack([np.sort(rng.choice(n_seq, size=per_step, replace=False))
+                        for _ in range(steps)]).astype(np.int32)
+    with h5py.File(path, "w") as f:
+        write_dataset(f, tokens, offsets)
+        f.attrs.create("max_len", np.int32(NO_CUT))
+        for key, value in (("adam_lr", lr), ("adam_beta1", beta1), ("adam_beta2", beta2),
+                           ("adam_eps", eps), ("clip_norm", clip)):
+            f.attrs.create(key, np.float64(value))
+        model = build_double_model(spec, seed, f, scale=ADAM_INIT_SCALE[cell])
+        opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(beta1, beta2), eps=eps)
+        losses, norms = [], []
+        for step in range(steps):
+            pieces = []
+            for i in batches[step]:
+                pieces += make_pieces(offsets[i:i + 2], NO_CUT)
+            opt.zero_grad()
+            loss = batch_loss(model, tokens, pieces, EOS_ID)
+            loss.backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip)))
+            opt.step()
+            losses.append(loss.item())
+        g = f.create_group("adam")
+        g.create_dataset("batches", data=batches)
+        g.create_dataset("losses", data=np.array(losses, dtype=np.float64))
+        # Not required by the tests: the pre-clip global gradient norm of each step.
+        g.create_dataset("grad_norms", data=np.array(norms, dtype=np.float64))
+        final = g.create_group("final")
+        for name, value in model.state_dict().items():
+            final.create_dataset(name, data=value.detach().numpy().astype(np.float64))
+    return losses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="directory for the fixture files (created)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.time()
+
+    seed = 100
+    for cell in ("gru", "lstm"):
+        for layers in (1, 3):
+            for bi in (False, True):
+                for tie in (True, False):
+                    seed += 1
+                    spec = spec_for(cell, layers, bi, tie)
+                    name = "grad_%s_l%d_%s_%s.h5" % (cell, layers, "bi" if bi else "uni",
+                                                     "tied" if tie else "untied")
+                    loss, n_pieces, n_tok = write_grad_case(os.path.join(args.out, name), spec,
+                                                            seed, NO_CUT)
+                    print("%-38s loss %.6f pieces %d targets %d" % (name, loss, n_pieces, n_tok))
+
+    name = "grad_gru_l2_uni_untied_maxlen4.h5"
+    loss, n_pieces, n_tok = write_grad_case(os.path.join(args.out, name),
+                                            spec_for("gru", 2, False, False), 200, 4)
+    print("%-38s loss %.6f pieces %d targets %d" % (name, loss, n_pieces, n_tok))
+
+    for i, cell in enumerate(("gru", "lstm")):
+        name = "adam_%s.h5" % cell
+        losses = write_adam_case(os.path.join(args.out, name), cell, 300 + i)
+        print("%-38s loss %.6f -> %.6f over %d steps" % (name, losses[0], losses[-1], len(losses)))
+    print("wrote 19 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
