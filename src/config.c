@@ -41,9 +41,9 @@ static const config_key config_keys[] = {
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
 
     {"data", "dir", KEY_STRING, AT(data.dir), "", 0, 0, NULL, "directory made by rnn_prep; default for train/valid/test as DIR/{train,valid,test}.h5"},
-    {"data", "train", KEY_STRING, AT(data.train), "", 0, 0, NULL, "training set (.h5 from rnn_prep)"},
-    {"data", "valid", KEY_STRING, AT(data.valid), "", 0, 0, NULL, "validation set (.h5); empty = no validation"},
-    {"data", "test", KEY_STRING, AT(data.test), "", 0, 0, NULL, "test set (.h5), evaluated at the end; empty = none"},
+    {"data", "train", KEY_STRING, AT(data.train), "", 0, 0, NULL, "training set (.h5 from rnn_prep); empty = DIR/train.h5"},
+    {"data", "valid", KEY_STRING, AT(data.valid), "", 0, 0, NULL, "validation set (.h5); empty = DIR/valid.h5 if data.dir is set; none = no validation"},
+    {"data", "test", KEY_STRING, AT(data.test), "", 0, 0, NULL, "test set (.h5), evaluated at the end; empty = DIR/test.h5 if data.dir is set; none = no test"},
     {"data", "max_len", KEY_INT, AT(data.max_len), "70", 1, 1 << 20, NULL, "longer sequences are cut into pieces of at most this many targets"},
     {"data", "buckets", KEY_STRING, AT(data.buckets), "auto", 0, 0, NULL, "length buckets: auto (length quantiles) or ascending upper bounds, e.g. 10,20,40,70"},
     {"data", "num_buckets", KEY_INT, AT(data.num_buckets), "8", 1, 1024, NULL, "bucket count when buckets = auto"},
@@ -275,7 +275,12 @@ void config_apply_override(rnnd_config *cfg, const char *assignment) {
   set_key(cfg, section, key, trim(eq + 1), where);
 }
 
+/* Empty: DIR/NAME when data.dir is set. "none": no such split. */
 static void default_data_path(char **field, const char *dir, const char *name) {
+  if (!strcmp(*field, "none")) {
+    (*field)[0] = '\0';
+    return;
+  }
   if ((*field)[0] || !dir[0]) return;
   size_t n = strlen(dir) + strlen(name) + 2;
   char *path = rnnd_malloc(n, "data path");
@@ -303,7 +308,14 @@ static void write_value(const rnnd_config *cfg, const config_key *k, FILE *out) 
     case KEY_DOUBLE: fprintf(out, "%.17g", *(const double *)p); break;
     case KEY_BOOL: fputs(*(const int *)p ? "true" : "false", out); break;
     case KEY_ENUM: fputs(k->choices[*(const int *)p], out); break;
-    case KEY_STRING: fputs(*(char *const *)p, out); break;
+    case KEY_STRING: {
+      /* After config_finalize an empty split means "none"; writing it so
+       * keeps data.dir from filling it in again when the file is read back. */
+      const char *v = *(char *const *)p;
+      int split = k->offset == offsetof(rnnd_config, data.valid) || k->offset == offsetof(rnnd_config, data.test);
+      fputs(split && !v[0] && cfg->data.dir[0] ? "none" : v, out);
+      break;
+    }
   }
 }
 

@@ -31,3 +31,94 @@ foreach(threads 1 2)
   set_tests_properties(gradients_vs_torch_t${threads} adam_vs_torch_t${threads}
                        PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
 endforeach()
+
+add_executable(test_dropout ${RNND_TEST_DIR}/core/test_dropout.c)
+target_link_libraries(test_dropout PRIVATE rnnd_test_fixture)
+add_test(NAME dropout_keyed_by_piece COMMAND test_dropout ${RNND_FIXTURES}/grad_gru_l3_uni_untied.h5)
+set_tests_properties(dropout_keyed_by_piece PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
+
+add_executable(test_config ${RNND_TEST_DIR}/core/test_config.c)
+target_link_libraries(test_config PRIVATE rnnd)
+add_test(NAME config_parser COMMAND test_config ${RNND_TEST_DIR}/core/configs/good.ini ${RNND_WORK})
+set_tests_properties(config_parser PROPERTIES LABELS "config")
+
+# ---- the trainer end to end, on the embedded default corpus ---------------
+set(RNND_BIBLE ${RNND_WORK}/bible)
+add_test(NAME bible_data COMMAND ${RNND_TEST_DIR}/core/prepare_bible_data.sh ${RNND_BIBLE} $<TARGET_FILE:rnn_prep>)
+set_tests_properties(bible_data PROPERTIES FIXTURES_SETUP bible LABELS "train")
+
+add_test(NAME train_end_to_end
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/train_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --data ${RNND_BIBLE} --work ${RNND_WORK}/train_e2e --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py)
+add_test(NAME ranks_match_single_rank
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/ranks_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_BIBLE} --work ${RNND_WORK}/ranks_e2e)
+set_tests_properties(train_end_to_end ranks_match_single_rank PROPERTIES FIXTURES_REQUIRED bible LABELS "train")
+set_tests_properties(ranks_match_single_rank PROPERTIES PROCESSORS 2 LABELS "train;mpi")
+
+# ---- bad input to rnn_dist: exit 2 and exactly one line on stderr ---------
+set(RNND_CONFIGS ${RNND_TEST_DIR}/core/configs)
+function(rnnd_cli_error name regex)
+  add_test(NAME cli_error.${name} COMMAND ${RNND_TEST_DIR}/expect_error.sh 2 "${regex}" -- ${ARGN})
+  set_tests_properties(cli_error.${name} PROPERTIES LABELS "errors")
+endfunction()
+set(RD $<TARGET_FILE:rnn_dist>)
+rnnd_cli_error(unknown_key [=[unknown_key\.ini:3: unknown key 'model\.hiden' \(did you mean 'model\.hidden'\?\)$]=]
+  ${RD} --config ${RNND_CONFIGS}/unknown_key.ini)
+rnnd_cli_error(not_integer [=[not_integer\.ini:2: model\.layers = 'two' is not an integer$]=]
+  ${RD} --config ${RNND_CONFIGS}/not_integer.ini)
+rnnd_cli_error(out_of_range [=[out_of_range\.ini:2: model\.layers = 9 is out of range .1, 8.$]=]
+  ${RD} --config ${RNND_CONFIGS}/out_of_range.ini)
+rnnd_cli_error(bad_choice [=[bad_choice\.ini:2: model\.cell = 'rnn' is not one of: gru, lstm$]=]
+  ${RD} --config ${RNND_CONFIGS}/bad_choice.ini)
+rnnd_cli_error(unknown_section [=[unknown_section\.ini:1: unknown section .modle.]=]
+  ${RD} --config ${RNND_CONFIGS}/unknown_section.ini)
+rnnd_cli_error(not_number [=[not_number\.ini:2: train\.lr = 'fast' is not a number$]=]
+  ${RD} --config ${RNND_CONFIGS}/not_number.ini)
+rnnd_cli_error(not_bool [=[not_bool\.ini:2: model\.bidirectional = 'maybe' is not a boolean]=]
+  ${RD} --config ${RNND_CONFIGS}/not_bool.ini)
+rnnd_cli_error(no_section [=[no_section\.ini:1: key outside of any .section.$]=]
+  ${RD} --config ${RNND_CONFIGS}/no_section.ini)
+rnnd_cli_error(no_equals [=[no_equals\.ini:2: expected 'key = value', got 'cell gru'$]=]
+  ${RD} --config ${RNND_CONFIGS}/no_equals.ini)
+rnnd_cli_error(tie_mismatch [=[model\.tie_weights needs model\.embed \(100\) = model\.hidden x directions \(64\)$]=]
+  ${RD} --config ${RNND_CONFIGS}/tie_mismatch.ini)
+rnnd_cli_error(missing_config [=[nope\.ini: cannot open config file: No such file or directory$]=]
+  ${RD} --config ${RNND_WORK}/nope.ini)
+rnnd_cli_error(set_unknown_key [=[--set train\.step=5: unknown key 'train\.step' \(did you mean 'train\.steps'\?\)$]=]
+  ${RD} --set train.step=5)
+rnnd_cli_error(set_wrong_section [=[--set data\.hidden=5: unknown key 'data\.hidden' \(did you mean 'model\.hidden'\?\)$]=]
+  ${RD} --set data.hidden=5)
+rnnd_cli_error(set_malformed [=[--set lr: expected section\.key=value$]=] ${RD} --set lr)
+rnnd_cli_error(unknown_option [=[unknown option '--frobnicate' \(see --help\)$]=] ${RD} --frobnicate)
+rnnd_cli_error(missing_value [=[--config: missing value]=] ${RD} --config)
+rnnd_cli_error(no_train_data [=[data\.train is not set \(or set data\.dir\)$]=] ${RD} --set output.dir=${RNND_WORK}/x)
+rnnd_cli_error(cuda_absent [=[train\.device = cuda but this rnn_dist was built without the CUDA backend]=]
+  ${RD} --config ${RNND_CONFIGS}/cuda_absent.ini --set data.dir=${RNND_BIBLE})
+rnnd_cli_error(missing_data [=[/absent/train\.h5: cannot open \(No such file or directory\)$]=]
+  ${RD} --set data.train=/absent/train.h5)
+rnnd_cli_error(eval_missing_args [=[eval: --checkpoint and --data are required]=] ${RD} eval --data x.h5)
+rnnd_cli_error(eval_bad_number [=[--max-len: expected a positive integer, got 'long'$]=]
+  ${RD} eval --max-len long)
+
+# bad data sets (made by the data tests' fixture) reach the trainer's reader
+set(RNND_BAD ${RNND_WORK}/data/bad)
+rnnd_cli_error(data_token_range [=[token_range\.h5: /tokens\[2\] = 10 is outside the vocabulary]=]
+  ${RD} --set data.train=${RNND_BAD}/token_range.h5)
+rnnd_cli_error(data_offsets [=[offsets_not_increasing\.h5: /offsets\[2\] = 3 is not greater than /offsets\[1\] = 3]=]
+  ${RD} --set data.train=${RNND_BAD}/offsets_not_increasing.h5)
+rnnd_cli_error(data_empty [=[empty\.h5: .*empty]=] ${RD} --set data.train=${RNND_BAD}/empty.h5)
+set_tests_properties(cli_error.data_token_range cli_error.data_offsets cli_error.data_empty
+                     PROPERTIES FIXTURES_REQUIRED rnnd_data_bad)
+# the bible splits against another vocabulary, and buckets checked on real data
+rnnd_cli_error(valid_other_vocab [=[valid\.h5: validation set has vocab_size [0-9]+ .* but the training set .* has [0-9]+]=]
+  ${RD} --set data.dir=${RNND_BIBLE} --set data.valid=${RNND_WORK}/data/small/valid.h5 --set data.test=none)
+rnnd_cli_error(buckets_descending [=[data\.buckets = '10,5': bounds must be strictly ascending$]=]
+  ${RD} --config ${RNND_CONFIGS}/buckets_descending.ini --set data.dir=${RNND_BIBLE})
+set_tests_properties(cli_error.valid_other_vocab cli_error.buckets_descending cli_error.cuda_absent
+                     PROPERTIES FIXTURES_REQUIRED "bible;rnnd_data_small")
+
+# --help lists every option and every configuration key; shipped configs parse
+add_test(NAME help_lists_everything COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/check_help.py ${RD}
+         ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/configs)
+set_tests_properties(help_lists_everything PROPERTIES LABELS "config")

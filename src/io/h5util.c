@@ -68,6 +68,7 @@ void h5_read_string_attr(const char *path, hid_t obj, const char *obj_name, cons
     char *value = NULL;
     hid_t mem = H5Tcopy(H5T_C_S1);
     H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type)); /* HDF5 does not convert ASCII <-> UTF-8 */
     h5_check(H5Aread(attr, mem, &value), path, "cannot read attribute");
     snprintf(buf, size, "%s", value ? value : "");
     H5free_memory(value);

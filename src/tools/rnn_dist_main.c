@@ -17,13 +17,14 @@ static void print_help(void) {
   printf(
       "rnn_dist %s — distributed GRU/LSTM trainer\n\n"
       "usage:\n"
-      "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5]\n"
+      "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5] [--dry-run]\n"
       "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
       "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
       "train options:\n"
       "  --config FILE          INI file with sections [model] [data] [train] [output]\n"
       "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
       "  --init MODEL.h5        start from the parameters of a model file of the same shape\n"
+      "  --dry-run              check the configuration, print it resolved, and exit\n"
       "eval options:\n"
       "  --checkpoint MODEL.h5  model file written by training\n"
       "  --data DATA.h5         data set from rnn_prep (same vocabulary as the model)\n"
@@ -103,6 +104,7 @@ static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
   rnnd_config cfg;
   config_init_defaults(&cfg);
   const char *init_model = NULL;
+  int dry_run = 0;
   /* --config first, so --set overrides apply on top of it wherever they appear. */
   for (int i = first; i < argc; i++)
     if (!strcmp(argv[i], "--config")) config_load_file(&cfg, option_value(argc, argv, &i));
@@ -110,9 +112,15 @@ static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
     if (!strcmp(argv[i], "--config")) i++;
     else if (!strcmp(argv[i], "--set")) config_apply_override(&cfg, option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--init")) init_model = option_value(argc, argv, &i);
+    else if (!strcmp(argv[i], "--dry-run")) dry_run = 1;
     else rnnd_input_error("unknown option '%s' (see --help)", argv[i]);
   }
   config_finalize(&cfg);
+  if (dry_run) {
+    if (comm->rank == 0) config_write(&cfg, stdout);
+    config_free(&cfg);
+    return 0;
+  }
   rnnd_trainer trainer;
   trainer_init(&trainer, &cfg, comm, init_model);
   trainer_run(&trainer);

@@ -99,7 +99,6 @@ static void create_backend(rnnd_trainer *t) {
   grow_capacity(&cap, &t->train_sampler, cfg->train.global_batch);
   if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, cfg->train.eval_batch);
   if (t->test.present) grow_capacity(&cap, &t->test.sampler, cfg->train.eval_batch);
-  choose_device(cfg);
   t->backend = cpu_backend_create(&t->layout, &cap);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
 }
@@ -108,6 +107,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   memset(t, 0, sizeof *t);
   t->cfg = cfg;
   t->comm = comm;
+  choose_device(cfg);
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
   load_eval_set(t, &t->valid, cfg->data.valid, "validation");

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# install_deps.sh [--with-test-tools] — installs the Debian 12 packages that
+# rnn_dist needs and are missing (build tools, Open MPI, HDF5, OpenBLAS, and
+# for the test suite and reference checks Python with PyTorch, h5py, numpy,
+# matplotlib; bible-kjv for the embedded default corpus). Runs apt-get only
+# when something is missing; uses sudo when not root.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config
+          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev
+          bible-kjv)
+if [ "${1:-}" = "--with-test-tools" ]; then
+  packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && { echo "install_deps: all ${#packages[@]} packages present"; exit 0; }
+
+echo "install_deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
