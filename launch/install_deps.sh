@@ -6,7 +6,7 @@
 # when something is missing; uses sudo when not root.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config
+packages=(build-essential cmake ninja-build pkg-config bc
           libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev
           bible-kjv)
 if [ "${1:-}" = "--with-test-tools" ]; then
