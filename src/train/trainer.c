@@ -276,19 +276,23 @@ void trainer_run(rnnd_trainer *t) {
   t->start_time = rnnd_now();
   interval iv = {0.0, 0, t->start_time};
   step_stats st = {0};
+  double valid_loss = NAN;
+  int64_t valid_step = -1; /* step of valid_loss, so the end does not repeat it */
   while (t->step < t->total_steps && !time_is_up(t)) {
     st = train_step(t);
     iv.nll += st.nll;
     iv.tokens += st.tokens;
     if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);
-    if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present)
-      report_eval(t, &t->valid, "valid");
+    if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present) {
+      valid_loss = report_eval(t, &t->valid, "valid");
+      valid_step = t->step;
+    }
     if (cfg->output.save_every && t->step % cfg->output.save_every == 0) save_model(t);
   }
   if (iv.tokens) log_progress(t, &iv, &st);
   double train_seconds = rnnd_now() - t->start_time;
   save_model(t);
-  double valid_loss = t->valid.present ? report_eval(t, &t->valid, "valid") : NAN;
+  if (t->valid.present && valid_step != t->step) valid_loss = report_eval(t, &t->valid, "valid");
   double test_loss = t->test.present ? report_eval(t, &t->test, "test") : NAN;
   char took[32];
   format_duration(took, sizeof took, train_seconds);
