@@ -77,6 +77,7 @@ CONFIG_KEYS = {
         "steps": (int, "0"),
         "epochs": (int, "1"),
         "global_batch": (int, "32"),
+        "global_batch_tokens": (int, "0"),  # only 0 (batches of global_batch pieces) is supported here
         "eval_batch": (int, "64"),
         "optimizer": (("adam", "sgd"), "adam"),
         "lr": (float, "0.001"),
@@ -95,6 +96,11 @@ CONFIG_KEYS = {
         "eval_every": (int, "0"),
         "threads": (int, "0"),
         "time_limit_s": (float, "0"),
+    },
+    "comm": {  # ignored: one process, nothing on a wire
+        "bucket_mb": (float, "25"),
+        "grad_dtype": (("fp32", "fp16", "bf16"), "fp32"),
+        "check_every": (int, "100"),
     },
     "output": {  # ignored: this script saves only with --save
         "dir": (str, "runs/default"),
@@ -160,6 +166,8 @@ def load_config(path, overrides, data_dir):
     for name in ("train", "valid", "test"):
         if not cfg["data"][name] and cfg["data"]["dir"]:
             cfg["data"][name] = os.path.join(cfg["data"]["dir"], name + ".h5")
+    if cfg["train"]["global_batch_tokens"] != 0:
+        sys.exit("config: train.global_batch_tokens is not supported by this reference script (use global_batch)")
     m = cfg["model"]
     dirs = 2 if m["bidirectional"] else 1
     if m["tie_weights"] and m["embed"] != m["hidden"] * dirs:
@@ -177,6 +185,9 @@ def parse_command_line():
     p.add_argument("--data-dir", help="override data.dir (train/valid/test.h5 inside it)")
     p.add_argument("--eval-set", choices=("valid", "test"), default="valid",
                    help="set evaluated at the end of training (default valid)")
+    p.add_argument("--match-rnn-dist", action="store_true",
+                   help="draw rnn_dist's exact batch plan and start from its exact initial weights "
+                        "(dropout masks still differ), for step-by-step comparison of loss curves")
     p.add_argument("--save", metavar="MODEL.h5", help="write the trained model (model-file format)")
     p.add_argument("--eval-only-checkpoint", metavar="MODEL.h5",
                    help="evaluate this model file on --data instead of training")
@@ -390,6 +401,94 @@ def epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
 
 
 # ---------------------------------------------------------------------------
+# rnn_dist's own plan and initial weights (--match-rnn-dist)
+#
+# With --match-rnn-dist the script draws exactly rnn_dist's batches (same
+# buckets, same per-epoch shuffles, same order inside a batch) and starts from
+# exactly its initial weights, so that loss curves can be compared step by
+# step. These are ports of include/rnnd/rng.h, src/data/sampler.c and
+# model_init_params in src/model/model.c; a change there must be made here.
+# ---------------------------------------------------------------------------
+
+U64 = np.uint64
+
+
+def rng_mix64(x):
+    """SplitMix64 finaliser (rng.h), elementwise on uint64 arrays."""
+    x = np.asarray(x, dtype=U64)
+    with np.errstate(over="ignore"):
+        x = x + U64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> U64(30))) * U64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> U64(27))) * U64(0x94D049BB133111EB)
+    return x ^ (x >> U64(31))
+
+
+def rng_key2(a, b):
+    return rng_mix64(np.asarray(a, dtype=U64) ^ rng_mix64(b))
+
+
+def rng_uniform_from(keys):
+    """Uniform float32 in [0, 1) from the top 24 bits, as rng_uniform_from."""
+    return (keys >> U64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+
+
+def c_shuffle(items, key):
+    """The sampler's Fisher-Yates: for i = n-1..1 swap i with hash(key, i) % (i+1)."""
+    n = len(items)
+    if n < 2:
+        return items
+    i = np.arange(n - 1, 0, -1, dtype=np.int64)
+    j = (rng_key2(key, i.astype(U64)) % (i + 1).astype(U64)).astype(np.int64)
+    items = list(items)
+    for a, b in zip(i.tolist(), j.tolist()):
+        items[a], items[b] = items[b], items[a]
+    return items
+
+
+def c_bucket_bounds(lengths, spec, num_buckets):
+    """auto: the (n*b/num - 1)-th smallest length for b = 1..num, deduplicated."""
+    if spec != "auto":
+        return bucket_bounds(lengths, spec, num_buckets)
+    ordered = np.sort(lengths)
+    n, bounds = len(ordered), []
+    for b in range(1, num_buckets + 1):
+        bound = int(ordered[max(0, n * b // num_buckets - 1)])
+        if not bounds or bound > bounds[-1]:
+            bounds.append(bound)
+    return np.array(bounds, dtype=np.int64)
+
+
+def c_epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
+    """Piece-index arrays, one per batch, in rnn_dist's order (sampler_start_epoch)."""
+    epoch_key = rng_key2(U64(seed) ^ U64(0x5A3D), U64(epoch))
+    batches = []
+    for b in range(n_buckets):
+        members = c_shuffle(np.flatnonzero(bucket_of == b).tolist(), rng_key2(epoch_key, U64(b)))
+        batches += [np.array(members[i:i + batch], dtype=np.int64) for i in range(0, len(members), batch)]
+    return c_shuffle(batches, rng_key2(epoch_key, U64(0xBA7C)))
+
+
+def c_init_parameters(model, seed):
+    """model_init_params: view i (state_dict order, tied decoder counted) gets
+    U(-bound, bound) from hash(hash(seed ^ 0x1A17, i), element); decoder.bias 0."""
+    rnn_bound = np.float32(1.0) / np.sqrt(np.float32(model.hyper["hidden"]))
+    seen = set()
+    with torch.no_grad():
+        for i, (name, tensor) in enumerate(model.state_dict(keep_vars=True).items()):
+            if id(tensor) in seen:  # the tied decoder.weight is the embedding
+                continue
+            seen.add(id(tensor))
+            if name == "decoder.bias":
+                tensor.zero_()
+                continue
+            bound = rnn_bound if name.startswith("rnn.") else np.float32(0.1)
+            key = rng_key2(U64(seed) ^ U64(0x1A17), U64(i))
+            u = rng_uniform_from(rng_key2(key, np.arange(tensor.numel(), dtype=U64)))
+            values = bound * (np.float32(2.0) * u - np.float32(1.0))
+            tensor.copy_(torch.from_numpy(values.reshape(tuple(tensor.shape))))
+
+
+# ---------------------------------------------------------------------------
 # Training and evaluation
 # ---------------------------------------------------------------------------
 
@@ -454,15 +553,23 @@ def train(args, cfg):
     torch.manual_seed(t["seed"])
     model = LanguageModel(m["cell"], train_set.vocab_size, m["embed"], m["hidden"], m["layers"],
                           m["bidirectional"], m["dropout"], m["tie_weights"])
-    model.reset_parameters()
+    if args.match_rnn_dist:
+        c_init_parameters(model, t["seed"])
+    else:
+        model.reset_parameters()
     model.train()
     opt = make_optimizer(model, t)
     params = list(model.parameters())
 
     starts, lengths = train_set.pieces(d["max_len"])
-    bounds = bucket_bounds(lengths, d["buckets"], d["num_buckets"])
-    bucket_of = np.searchsorted(bounds, lengths, side="left")
-    batches_per_epoch = len(epoch_plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0))
+    if args.match_rnn_dist:
+        bounds = c_bucket_bounds(lengths, d["buckets"], d["num_buckets"])
+        plan = c_epoch_plan
+    else:
+        bounds = bucket_bounds(lengths, d["buckets"], d["num_buckets"])
+        plan = epoch_plan
+    bucket_of = np.minimum(np.searchsorted(bounds, lengths, side="left"), len(bounds) - 1)
+    batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
     print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s)"
@@ -480,7 +587,8 @@ def train(args, cfg):
     t_log, log_loss, log_tokens = time.time(), 0.0, 0
     stop = False
     while step < total and not stop:
-        for sel in epoch_plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch):
+        for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch):
+            sel = np.sort(sel)  # piece ids ascending: make_batch's stable sort then orders as batch_fill
             if step >= total:
                 break
             lr = learning_rate(t, step, total)

@@ -40,7 +40,16 @@ void rnnd_input_error(const char *fmt, ...) {
   vsnprintf(message, sizeof message, fmt, args);
   va_end(args);
   fflush(stdout);
-  fprintf(stderr, "%s: error: %s\n", process_info.program_name, message);
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* In a job of several ranks, say which one failed: its input may differ. */
+  if (size > 1)
+    fprintf(stderr, "%s: error (rank %d of %d): %s\n", process_info.program_name, process_info.print_rank, size,
+            message);
+  else
+    fprintf(stderr, "%s: error: %s\n", process_info.program_name, message);
   fflush(stderr);
   exit_everywhere(RNND_EXIT_INPUT);
 }

@@ -29,6 +29,7 @@ static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL}; /* rnnd_dtype order */
 
 #define AT(field) offsetof(rnnd_config, field)
 static const config_key config_keys[] = {
@@ -53,6 +54,7 @@ static const config_key config_keys[] = {
     {"train", "steps", KEY_LONG, AT(train.steps), "0", 0, 9.0e15, NULL, "optimizer steps; 0 = run train.epochs epochs"},
     {"train", "epochs", KEY_INT, AT(train.epochs), "1", 1, 1000000, NULL, "epochs when train.steps = 0"},
     {"train", "global_batch", KEY_INT, AT(train.global_batch), "32", 1, 1 << 20, NULL, "sequences per optimizer step"},
+    {"train", "global_batch_tokens", KEY_LONG, AT(train.global_batch_tokens), "0", 0, 9.0e15, NULL, "if > 0: each step takes as many pieces of one bucket as fit in this many target tokens (instead of global_batch pieces)"},
     {"train", "eval_batch", KEY_INT, AT(train.eval_batch), "64", 1, 1 << 20, NULL, "sequences per evaluation batch"},
     {"train", "optimizer", KEY_ENUM, AT(train.optimizer), "adam", 0, 0, optimizer_names, "adam (torch.optim.Adam semantics) or sgd (with momentum)"},
     {"train", "lr", KEY_DOUBLE, AT(train.lr), "0.001", 0, 1e6, NULL, "peak learning rate"},
@@ -71,6 +73,10 @@ static const config_key config_keys[] = {
     {"train", "eval_every", KEY_LONG, AT(train.eval_every), "0", 0, 9.0e15, NULL, "steps between validation runs; 0 = only at the end"},
     {"train", "threads", KEY_INT, AT(train.threads), "0", 0, 4096, NULL, "CPU threads for BLAS and kernels; 0 = all cores"},
     {"train", "time_limit_s", KEY_DOUBLE, AT(train.time_limit_s), "0", 0, 1e9, NULL, "stop training after this many seconds (then evaluate and save); 0 = none"},
+
+    {"comm", "bucket_mb", KEY_DOUBLE, AT(comm.bucket_mb), "25", 0.001, 65536, NULL, "gradient all-reduce bucket size in MiB (decoder first)"},
+    {"comm", "grad_dtype", KEY_ENUM, AT(comm.grad_dtype), "fp32", 0, 0, dtype_names, "gradient format on the wire: fp32, fp16 or bf16 (16-bit sums add in fp32, one rounding per combine)"},
+    {"comm", "check_every", KEY_LONG, AT(comm.check_every), "100", 0, 9.0e15, NULL, "steps between checks that all ranks hold bitwise equal parameters; 0 = never"},
 
     {"output", "dir", KEY_STRING, AT(output.dir), "runs/default", 0, 0, NULL, "where model.h5, train.log and config.ini go"},
     {"output", "save_every", KEY_LONG, AT(output.save_every), "0", 0, 9.0e15, NULL, "steps between model saves; 0 = only at the end"},
@@ -224,7 +230,8 @@ static void strip_inline_comment(char *s) {
 }
 
 static int valid_section(const char *s) {
-  return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "output");
+  return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "comm") ||
+         !strcmp(s, "output");
 }
 
 void config_load_file(rnnd_config *cfg, const char *path) {
@@ -244,7 +251,7 @@ void config_load_file(rnnd_config *cfg, const char *path) {
       *close = '\0';
       char *name = trim(s + 1);
       if (!valid_section(name))
-        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, output)", where, name);
+        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, comm, output)", where, name);
       snprintf(section, sizeof section, "%s", name);
       continue;
     }
@@ -271,7 +278,7 @@ void config_apply_override(rnnd_config *cfg, const char *assignment) {
   *dot = '\0';
   char *section = trim(buffer), *key = trim(dot + 1);
   if (!valid_section(section))
-    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, output)", where, section);
+    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, comm, output)", where, section);
   set_key(cfg, section, key, trim(eq + 1), where);
 }
 

@@ -4,19 +4,27 @@
  * error string. The CUDA/NCCL path of a later issue implements the same
  * calls for device buffers.
  *
+ * 16-bit sums (fp16, bf16) use user-defined MPI_Ops on 16-bit words: each
+ * combine adds in fp32 and rounds once to the 16-bit format.
+ *
  * comm_init/comm_finalize bracket the program; the struct owns the
- * communicators it created. */
+ * communicators and MPI ops it created. */
 #ifndef RNND_COMM_H
 #define RNND_COMM_H
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "rnnd/common.h"
+#include "rnnd/half.h"
 
 typedef struct {
   MPI_Comm world;
   MPI_Comm node;   /* ranks on this node (MPI_COMM_TYPE_SHARED) */
   int rank, size;
   int local_rank, local_size;
+  MPI_Op sum_f16, sum_bf16;
 } rnnd_comm;
 
 void comm_init(rnnd_comm *c, int *argc, char ***argv);
@@ -24,7 +32,21 @@ void comm_finalize(rnnd_comm *c);
 /* In-place sums over all ranks. */
 void comm_allreduce_sum_f32(const rnnd_comm *c, float *data, size_t count);
 void comm_allreduce_sum_f64(const rnnd_comm *c, double *data, size_t count);
+/* In-place sum of `count` elements of type t (fp32 as floats, fp16/bf16 as
+ * uint16_t words). */
+void comm_allreduce_sum(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t);
+/* Non-blocking form of comm_allreduce_sum for count <= INT_MAX; finish with
+ * comm_wait. Buckets of the gradient all-reduce are started this way. */
+MPI_Request comm_allreduce_sum_start(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t);
+void comm_wait(MPI_Request *request);
+/* Largest and smallest of one value over all ranks. */
+double comm_allreduce_max_f64(const rnnd_comm *c, double value);
+/* out[r] = rank r's value (out has c->size entries). */
+void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out);
 void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root);
 void comm_barrier(const rnnd_comm *c);
+/* Ends every rank of the job with exit code `code` (after the caller has
+ * printed why). Never returns. */
+RNND_NORETURN void comm_abort(const rnnd_comm *c, int code);
 
 #endif

@@ -46,6 +46,7 @@ typedef struct {
   long steps;        /* optimizer steps; 0 = run `epochs` epochs */
   int epochs;
   int global_batch;  /* sequences per optimizer step */
+  long global_batch_tokens; /* > 0: a token budget per step instead of global_batch */
   int eval_batch;    /* sequences per evaluation batch */
   int optimizer;     /* rnnd_optimizer_kind */
   double lr;
@@ -65,6 +66,12 @@ typedef struct {
 } rnnd_train_config;
 
 typedef struct {
+  double bucket_mb;  /* gradient all-reduce bucket size */
+  int grad_dtype;    /* rnnd_dtype on the wire */
+  long check_every;  /* steps between replica checksums; 0 = never */
+} rnnd_comm_config;
+
+typedef struct {
   char *dir;
   long save_every; /* 0 = only at the end */
 } rnnd_output_config;
@@ -73,6 +80,7 @@ typedef struct {
   rnnd_model_config model;
   rnnd_data_config data;
   rnnd_train_config train;
+  rnnd_comm_config comm;
   rnnd_output_config output;
 } rnnd_config;
 

@@ -5,9 +5,11 @@
  * pieces get ids in data-set order. Pieces are grouped by length into
  * buckets (upper bounds from length quantiles for "auto"); an epoch shuffles
  * each bucket with a generator keyed by (seed, epoch), cuts it into batches of
- * `batch` pieces and shuffles the batch order, so each batch holds pieces of
- * similar length (little idle work in the packed steps) and the whole plan is
- * a pure function of (seed, epoch, data set, batch size).
+ * `batch` pieces (or, with a token budget, of as many pieces as fit in it)
+ * and shuffles the batch order, so each batch holds pieces of similar length
+ * (little idle work in the packed steps) and the whole plan is a pure
+ * function of (seed, epoch, data set, batch size): it never depends on the
+ * world size. The batches are global; deal.h shares each out to the ranks.
  *
  * Ownership: sampler_init allocates, sampler_free releases. */
 #ifndef RNND_SAMPLER_H
@@ -24,10 +26,21 @@ typedef struct {
 } rnnd_batch_ref;
 
 typedef struct {
+  int max_len;          /* longer sequences are cut into pieces of <= max_len targets */
+  int batch;            /* pieces per batch (when batch_tokens = 0) */
+  int64_t batch_tokens; /* > 0: batches of as many pieces as fit in this many tokens */
+  const char *buckets;  /* "auto" (num_buckets quantiles) or ascending bounds "10,20,40" */
+  int num_buckets;
+  uint64_t seed;
+  int shuffle;          /* 0: data-set order, one bucket, batches in length order (evaluation) */
+} rnnd_sampler_options;
+
+typedef struct {
   rnnd_piece *pieces;       /* all pieces, in data-set order (id = index) */
   int64_t n_pieces;
   int max_len;
   int batch;
+  int64_t batch_tokens;
   uint64_t seed;
   int shuffle;
   int n_buckets;
@@ -38,14 +51,16 @@ typedef struct {
   rnnd_batch_ref *batches;
   int64_t n_batches;
   int64_t next_batch;
-  int largest_batch_steps;  /* for sizing workspaces: max piece length */
+  /* bounds over every batch any epoch can draw, for sizing workspaces */
+  int largest_batch_steps;  /* longest piece */
+  int largest_batch_pieces;
   int64_t largest_batch_tokens;
 } rnnd_sampler;
 
-/* buckets: "auto" (num_buckets quantiles) or ascending comma-separated bounds.
- * shuffle = 0 keeps data-set order (for evaluation, batches in length order). */
-void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, int max_len, int batch, const char *buckets,
-                  int num_buckets, uint64_t seed, int shuffle);
+/* Bad bucket specs exit with an input error naming data.buckets. */
+void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, const rnnd_sampler_options *o);
+/* Options of an evaluation sampler: batches of `batch` pieces in length order. */
+rnnd_sampler_options sampler_eval_options(int max_len, int batch);
 /* Builds the plan of `epoch` and rewinds to its first batch. */
 void sampler_start_epoch(rnnd_sampler *s, int64_t epoch);
 /* Points *pieces at the next batch's pieces (owned by the sampler, valid

@@ -15,6 +15,9 @@
 #include "rnnd/comm.h"
 #include "rnnd/config.h"
 #include "rnnd/dataset.h"
+#include "rnnd/deal.h"
+#include "rnnd/grad_sync.h"
+#include "rnnd/metrics.h"
 #include "rnnd/model.h"
 #include "rnnd/optim.h"
 #include "rnnd/sampler.h"
@@ -47,10 +50,14 @@ typedef struct {
   rnnd_optimizer optimizer;
   rnnd_backend *backend;
   rnnd_batch batch;          /* this rank's share of the global batch */
-  rnnd_piece *share;         /* scratch for dealing pieces to ranks */
+  rnnd_dealer dealer;        /* shares each global batch out to the ranks */
+  rnnd_piece *share;         /* this rank's pieces of the current global batch */
+  rnnd_grad_sync grad_sync;  /* bucketed gradient all-reduce */
+  rnnd_metrics metrics;      /* rank 0: OUTPUT/metrics.h5 */
   int64_t total_steps;
   int64_t step, epoch;
   int64_t tokens_seen;
+  int64_t fault_flip_step;   /* test hook (RNND_FAULT_FLIP_PARAM); -1 = none */
   FILE *log;                 /* rank 0: OUTPUT/train.log */
   double start_time;
   char model_path[4096];

@@ -2,6 +2,7 @@
 #include "rnnd/comm.h"
 
 #include <limits.h>
+#include <stdlib.h>
 
 #include "rnnd/common.h"
 
@@ -17,6 +18,21 @@ static void check_mpi(int code, const char *call, const char *file, int line) {
 }
 #define MPI_CHECK(call) check_mpi((call), #call, __FILE__, __LINE__)
 
+/* MPI_User_function: inout[i] = round16(in[i] + inout[i]), the sum in fp32. */
+static void sum_f16_words(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = rnnd_f32_to_f16(rnnd_f16_to_f32(a[i]) + rnnd_f16_to_f32(b[i]));
+}
+
+static void sum_bf16_words(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = rnnd_f32_to_bf16(rnnd_bf16_to_f32(a[i]) + rnnd_bf16_to_f32(b[i]));
+}
+
 void comm_init(rnnd_comm *c, int *argc, char ***argv) {
   int initialized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
@@ -29,32 +45,77 @@ void comm_init(rnnd_comm *c, int *argc, char ***argv) {
   MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node));
   MPI_CHECK(MPI_Comm_rank(c->node, &c->local_rank));
   MPI_CHECK(MPI_Comm_size(c->node, &c->local_size));
+  /* Commutative: a + b and b + a round alike, so every rank ends bitwise equal. */
+  MPI_CHECK(MPI_Op_create(sum_f16_words, 1, &c->sum_f16));
+  MPI_CHECK(MPI_Op_create(sum_bf16_words, 1, &c->sum_bf16));
   rnnd_set_print_rank(c->rank);
 }
 
 void comm_finalize(rnnd_comm *c) {
+  MPI_CHECK(MPI_Op_free(&c->sum_f16));
+  MPI_CHECK(MPI_Op_free(&c->sum_bf16));
   MPI_CHECK(MPI_Comm_free(&c->node));
   MPI_CHECK(MPI_Finalize());
 }
 
+static void wire_type(const rnnd_comm *c, rnnd_dtype t, MPI_Datatype *type, MPI_Op *op, size_t *elem) {
+  switch (t) {
+    case RNND_DTYPE_F16: *type = MPI_UINT16_T, *op = c->sum_f16, *elem = 2; break;
+    case RNND_DTYPE_BF16: *type = MPI_UINT16_T, *op = c->sum_bf16, *elem = 2; break;
+    default: *type = MPI_FLOAT, *op = MPI_SUM, *elem = 4; break;
+  }
+}
+
 /* MPI counts are int: large buffers go in slices. */
-static void allreduce_sum(const rnnd_comm *c, void *data, size_t count, MPI_Datatype type, size_t elem) {
+static void allreduce_slices(const rnnd_comm *c, void *data, size_t count, MPI_Datatype type, MPI_Op op,
+                             size_t elem) {
   if (c->size == 1) return;
   char *p = data;
   while (count > 0) {
     int n = count > (size_t)INT_MAX ? INT_MAX : (int)count;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, n, type, MPI_SUM, c->world));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, n, type, op, c->world));
     p += (size_t)n * elem;
     count -= (size_t)n;
   }
 }
 
+void comm_allreduce_sum(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t) {
+  MPI_Datatype type;
+  MPI_Op op;
+  size_t elem;
+  wire_type(c, t, &type, &op, &elem);
+  allreduce_slices(c, data, count, type, op, elem);
+}
+
+MPI_Request comm_allreduce_sum_start(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (c->size == 1 || count == 0) return request;
+  RNND_ASSERT(count <= (size_t)INT_MAX);
+  MPI_Datatype type;
+  MPI_Op op;
+  size_t elem;
+  wire_type(c, t, &type, &op, &elem);
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, (int)count, type, op, c->world, &request));
+  return request;
+}
+
+void comm_wait(MPI_Request *request) { MPI_CHECK(MPI_Wait(request, MPI_STATUS_IGNORE)); }
+
 void comm_allreduce_sum_f32(const rnnd_comm *c, float *data, size_t count) {
-  allreduce_sum(c, data, count, MPI_FLOAT, sizeof(float));
+  allreduce_slices(c, data, count, MPI_FLOAT, MPI_SUM, sizeof(float));
 }
 
 void comm_allreduce_sum_f64(const rnnd_comm *c, double *data, size_t count) {
-  allreduce_sum(c, data, count, MPI_DOUBLE, sizeof(double));
+  allreduce_slices(c, data, count, MPI_DOUBLE, MPI_SUM, sizeof(double));
+}
+
+double comm_allreduce_max_f64(const rnnd_comm *c, double value) {
+  if (c->size > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, c->world));
+  return value;
+}
+
+void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out) {
+  MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, c->world));
 }
 
 void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root) {
@@ -69,3 +130,11 @@ void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root) {
 }
 
 void comm_barrier(const rnnd_comm *c) { MPI_CHECK(MPI_Barrier(c->world)); }
+
+void comm_abort(const rnnd_comm *c, int code) {
+  fflush(stdout);
+  fflush(stderr);
+  if (c->size > 1) MPI_Abort(c->world, code);
+  MPI_Finalize();
+  exit(code);
+}

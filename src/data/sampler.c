@@ -76,23 +76,54 @@ static int bucket_of(const rnnd_sampler *s, int32_t length) {
   return b;
 }
 
-void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, int max_len, int batch, const char *buckets,
-                  int num_buckets, uint64_t seed, int shuffle) {
+/* Token budget: the most pieces one batch can take is the number of a
+ * bucket's shortest pieces that fit in the budget (at least one). */
+static int most_pieces_in_budget(const rnnd_sampler *s, const int32_t *lengths) {
+  int most = 1;
+  int64_t first = 0;
+  for (int b = 0; b < s->n_buckets; b++) {
+    int64_t end = first;
+    while (end < s->n_pieces && (b == s->n_buckets - 1 || lengths[end] <= s->bucket_upper[b])) end++;
+    int64_t tokens = 0, fit = 0;
+    for (int64_t i = first; i < end && tokens + lengths[i] <= s->batch_tokens; i++) tokens += lengths[i], fit++;
+    if (fit > most) most = fit > INT32_MAX ? INT32_MAX : (int)fit;
+    first = end;
+  }
+  return most;
+}
+
+static void size_largest_batch(rnnd_sampler *s, const int32_t *lengths) {
+  s->largest_batch_steps = lengths[s->n_pieces - 1];
+  if (s->batch_tokens > 0) {
+    s->largest_batch_pieces = most_pieces_in_budget(s, lengths);
+    s->largest_batch_tokens = s->batch_tokens > s->largest_batch_steps ? s->batch_tokens : s->largest_batch_steps;
+    return;
+  }
+  s->largest_batch_pieces = s->batch < s->n_pieces ? s->batch : (int)s->n_pieces;
+  for (int64_t i = 0; i < s->largest_batch_pieces; i++) s->largest_batch_tokens += lengths[s->n_pieces - 1 - i];
+}
+
+void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, const rnnd_sampler_options *o) {
+  RNND_ASSERT(o->max_len >= 1 && o->batch >= 1 && o->batch_tokens >= 0);
   memset(s, 0, sizeof *s);
-  s->max_len = max_len;
-  s->batch = batch;
-  s->seed = seed;
-  s->shuffle = shuffle;
+  s->max_len = o->max_len;
+  s->batch = o->batch;
+  s->batch_tokens = o->batch_tokens;
+  s->seed = o->seed;
+  s->shuffle = o->shuffle;
   cut_pieces(s, ds);
   int32_t *lengths = sorted_lengths(s);
-  s->largest_batch_steps = lengths[s->n_pieces - 1];
-  for (int64_t i = 0; i < batch && i < s->n_pieces; i++) s->largest_batch_tokens += lengths[s->n_pieces - 1 - i];
-  if (!strcmp(buckets, "auto")) auto_buckets(s, lengths, num_buckets);
-  else explicit_buckets(s, buckets, s->largest_batch_steps);
+  if (!strcmp(o->buckets, "auto")) auto_buckets(s, lengths, o->num_buckets);
+  else explicit_buckets(s, o->buckets, lengths[s->n_pieces - 1]);
+  size_largest_batch(s, lengths);
   free(lengths);
   s->order = RNND_ALLOC(rnnd_piece, s->n_pieces, "batch order");
   s->batches = RNND_ALLOC(rnnd_batch_ref, s->n_pieces, "batch list");
   s->epoch = -1;
+}
+
+rnnd_sampler_options sampler_eval_options(int max_len, int batch) {
+  return (rnnd_sampler_options){.max_len = max_len, .batch = batch, .buckets = "auto", .num_buckets = 1};
 }
 
 static void shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key) {
@@ -130,6 +161,22 @@ static void group_by_bucket(rnnd_sampler *s, int64_t *bucket_start) {
   free(fill);
 }
 
+/* Cuts the n pieces at order[first..] into consecutive batches. */
+static void cut_batches(rnnd_sampler *s, int64_t first, int64_t n) {
+  for (int64_t k = 0; k < n;) {
+    int64_t count = 0;
+    if (s->batch_tokens > 0) {
+      int64_t tokens = 0;
+      while (k + count < n && (count == 0 || tokens + s->order[first + k + count].length <= s->batch_tokens))
+        tokens += s->order[first + k + count++].length;
+    } else {
+      count = n - k < s->batch ? n - k : s->batch;
+    }
+    s->batches[s->n_batches++] = (rnnd_batch_ref){first + k, (int)count};
+    k += count;
+  }
+}
+
 void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
   s->epoch = epoch;
   s->next_batch = 0;
@@ -148,8 +195,7 @@ void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
   for (int b = 0; b < s->n_buckets; b++) {
     int64_t first = bucket_start[b], n = bucket_start[b + 1] - first;
     if (s->shuffle) shuffle_pieces(s->order + first, n, rng_key2(epoch_key, (uint64_t)b));
-    for (int64_t k = 0; k < n; k += s->batch)
-      s->batches[s->n_batches++] = (rnnd_batch_ref){first + k, (int)(n - k < s->batch ? n - k : s->batch)};
+    cut_batches(s, first, n);
   }
   if (s->shuffle) shuffle_batches(s->batches, s->n_batches, rng_key2(epoch_key, 0xBA7Cull));
   free(bucket_start);

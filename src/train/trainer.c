@@ -11,6 +11,9 @@
 
 #include "rnnd/common.h"
 #include "rnnd/model_file.h"
+#include "rnnd/rng.h"
+
+static int64_t fault_flip_step(int rank);
 
 /* --- output ------------------------------------------------------------- */
 
@@ -77,14 +80,20 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
                      "splits with one rnn_prep run",
                      path, role, set->data.vocab_size, set->data.eos_id, t->train.path, t->train.vocab_size,
                      t->train.eos_id);
-  sampler_init(&set->sampler, &set->data, t->cfg->data.max_len, t->cfg->train.eval_batch, "auto", 1, 0, 0);
+  rnnd_sampler_options options = sampler_eval_options(t->cfg->data.max_len, t->cfg->train.eval_batch);
+  sampler_init(&set->sampler, &set->data, &options);
   set->present = 1;
 }
 
-static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int batch) {
-  if (batch > cap->max_pieces) cap->max_pieces = batch;
+/* Room for one rank's share of any batch of s dealt over `world` ranks: the
+ * longest-first deal keeps every rank within one piece of the mean, so its
+ * tokens are at most total / world + the longest piece. */
+static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int world) {
+  int64_t tokens = s->largest_batch_tokens / world + 1 + s->largest_batch_steps;
+  if (tokens > s->largest_batch_tokens) tokens = s->largest_batch_tokens;
+  if (s->largest_batch_pieces > cap->max_pieces) cap->max_pieces = s->largest_batch_pieces;
   if (s->largest_batch_steps > cap->max_steps) cap->max_steps = s->largest_batch_steps;
-  if (s->largest_batch_tokens > cap->max_tokens) cap->max_tokens = s->largest_batch_tokens;
+  if (tokens > cap->max_tokens) cap->max_tokens = tokens;
 }
 
 static void choose_device(const rnnd_config *cfg) {
@@ -96,9 +105,10 @@ static void choose_device(const rnnd_config *cfg) {
 static void create_backend(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_backend_capacity cap = {.threads = cfg->train.threads};
-  grow_capacity(&cap, &t->train_sampler, cfg->train.global_batch);
-  if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, cfg->train.eval_batch);
-  if (t->test.present) grow_capacity(&cap, &t->test.sampler, cfg->train.eval_batch);
+  grow_capacity(&cap, &t->train_sampler, t->comm->size);
+  /* evaluation hands whole batches to ranks in turn */
+  if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
+  if (t->test.present) grow_capacity(&cap, &t->test.sampler, 1);
   t->backend = cpu_backend_create(&t->layout, &cap);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
 }
@@ -112,9 +122,12 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   dataset_load(&t->train, cfg->data.train, 0);
   load_eval_set(t, &t->valid, cfg->data.valid, "validation");
   load_eval_set(t, &t->test, cfg->data.test, "test");
-  sampler_init(&t->train_sampler, &t->train, cfg->data.max_len, cfg->train.global_batch, cfg->data.buckets,
-               cfg->data.num_buckets, (uint64_t)cfg->train.seed, 1);
-  if (comm->size > cfg->train.global_batch)
+  rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,
+                                  .batch_tokens = cfg->train.global_batch_tokens, .buckets = cfg->data.buckets,
+                                  .num_buckets = cfg->data.num_buckets, .seed = (uint64_t)cfg->train.seed,
+                                  .shuffle = 1};
+  sampler_init(&t->train_sampler, &t->train, &options);
+  if (!cfg->train.global_batch_tokens && comm->size > cfg->train.global_batch)
     rnnd_input_error("config: world size %d is larger than train.global_batch = %d", comm->size,
                      cfg->train.global_batch);
   rnnd_model_shape shape;
@@ -124,17 +137,26 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
   if (init_model) model_file_load_params(init_model, &t->layout, t->params);
   else model_init_params(&t->layout, t->params, (uint64_t)cfg->train.seed);
+  /* Rank 0's parameters are the truth, whatever each rank read or drew. */
+  comm_broadcast(comm, t->params, t->layout.numel * sizeof *t->params, 0);
   optimizer_init(&t->optimizer, &cfg->train, t->layout.numel);
   create_backend(t);
-  t->share = RNND_ALLOC(rnnd_piece, cfg->train.global_batch, "rank share");
+  dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
+  t->share = RNND_ALLOC(rnnd_piece, t->train_sampler.largest_batch_pieces, "rank share");
+  grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
+  t->fault_flip_step = fault_flip_step(comm->rank);
   sampler_start_epoch(&t->train_sampler, 0);
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
   open_outputs(t);
+  metrics_open(&t->metrics, cfg->output.dir, comm->rank == 0);
 }
 
 void trainer_free(rnnd_trainer *t) {
   if (t->log) fclose(t->log);
+  metrics_close(&t->metrics);
+  grad_sync_free(&t->grad_sync);
+  dealer_free(&t->dealer);
   if (t->backend) t->backend->ops->destroy(t->backend);
   batch_free(&t->batch);
   free(t->share);
@@ -159,6 +181,8 @@ typedef struct {
   int64_t tokens;   /* targets in the global batch */
   double grad_norm; /* before clipping */
   double lr;
+  double imbalance; /* max/mean tokens over ranks */
+  double compute_s, comm_s;
 } step_stats;
 
 /* Next global batch (a new epoch when one ends); every rank draws the same. */
@@ -169,34 +193,34 @@ static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
   return sampler_next_pieces(&t->train_sampler, pieces);
 }
 
-/* Deals the global batch (already similar lengths) round-robin over ranks. */
-static int64_t take_share(rnnd_trainer *t, const rnnd_piece *pieces, int count, int *share_count) {
-  int64_t global_tokens = 0;
-  int n = 0;
-  for (int i = 0; i < count; i++) {
-    global_tokens += pieces[i].length;
-    if (i % t->comm->size == t->comm->rank) t->share[n++] = pieces[i];
-  }
-  *share_count = n;
-  return global_tokens;
+/* This rank's forward and backward on its share; returns its NLL sum. */
+static double compute_share(rnnd_trainer *t, int share, int64_t global_tokens) {
+  memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
+  if (share == 0) return 0.0; /* a short global batch: this rank only joins the all-reduce */
+  batch_fill(&t->batch, &t->train, t->share, share);
+  rnnd_dropout dropout = {(uint64_t)t->cfg->train.seed, t->step, (float)t->cfg->model.dropout};
+  /* Weighting by the GLOBAL token count makes the all-reduced sum exactly
+   * the gradient of the global batch's mean loss. */
+  return t->backend->ops->train_batch(t->backend, t->params, t->grads, &t->batch, &dropout,
+                                      (float)(1.0 / (double)global_tokens));
 }
 
 static step_stats train_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   const rnnd_piece *pieces;
-  int count = next_global_batch(t, &pieces), share = 0;
-  step_stats st = {.tokens = take_share(t, pieces, count, &share)};
-  memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
-  double local_nll = 0.0;
-  if (share > 0) {
-    batch_fill(&t->batch, &t->train, t->share, share);
-    rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
-    local_nll = t->backend->ops->train_batch(t->backend, t->params, t->grads, &t->batch, &dropout,
-                                             (float)(1.0 / (double)st.tokens));
-  }
-  comm_allreduce_sum_f32(t->comm, t->grads, t->layout.numel);
+  int count = next_global_batch(t, &pieces);
+  int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
+  step_stats st = {.imbalance = dealer_imbalance(&t->dealer)};
+  for (int r = 0; r < t->comm->size; r++) st.tokens += t->dealer.tokens[r];
+  double start = rnnd_now();
+  double local_nll = compute_share(t, share, st.tokens);
+  double computed = rnnd_now();
+  grad_sync_allreduce(&t->grad_sync, t->grads);
   comm_allreduce_sum_f64(t->comm, &local_nll, 1);
+  st.compute_s = computed - start;
+  st.comm_s = rnnd_now() - computed;
   st.nll = local_nll;
+  /* The norm of the reduced gradient: the global norm, the same on every rank. */
   st.grad_norm = grad_global_norm(t->grads, t->layout.numel);
   grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
   st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
@@ -206,6 +230,48 @@ static step_stats train_step(rnnd_trainer *t) {
   return st;
 }
 
+/* --- replica check ------------------------------------------------------ */
+
+static uint64_t params_checksum(const float *params, size_t n) {
+  uint64_t h = 0x52E9D15Bull;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, &params[i], sizeof bits);
+    h = rng_mix64(h ^ bits);
+  }
+  return h;
+}
+
+/* Test hook: RNND_FAULT_FLIP_PARAM=RANK:STEP flips one parameter bit on RANK
+ * after STEP, so the replica check can be shown to fire. */
+static int64_t fault_flip_step(int rank) {
+  const char *spec = getenv("RNND_FAULT_FLIP_PARAM");
+  int fault_rank = -1;
+  long long step = -1;
+  if (spec && sscanf(spec, "%d:%lld", &fault_rank, &step) == 2 && fault_rank == rank) return step;
+  return -1;
+}
+
+/* Every rank must hold bitwise the same parameters; stop the job if not. */
+static void check_replicas(rnnd_trainer *t) {
+  if (t->step == t->fault_flip_step) t->params[0] = nextafterf(t->params[0], INFINITY);
+  const rnnd_comm *c = t->comm;
+  if (c->size == 1 || !t->cfg->comm.check_every || t->step % t->cfg->comm.check_every) return;
+  uint64_t *sums = RNND_ALLOC(uint64_t, (size_t)c->size, "checksums");
+  comm_allgather_u64(c, params_checksum(t->params, t->layout.numel), sums);
+  for (int r = 1; r < c->size; r++)
+    if (sums[r] != sums[0]) {
+      if (c->rank == 0)
+        fprintf(stderr, "%s: error: replicas diverged: after step %lld the parameters of rank %d differ from rank 0's "
+                "(checksums %016llx vs %016llx)\n", rnnd_program_name(), (long long)t->step, r,
+                (unsigned long long)sums[r], (unsigned long long)sums[0]);
+      comm_barrier(c); /* let rank 0 print before the job is torn down */
+      free(sums);
+      comm_abort(c, RNND_EXIT_INTERNAL);
+    }
+  free(sums);
+}
+
 /* --- reporting ---------------------------------------------------------- */
 
 static size_t memory_bytes(const rnnd_trainer *t) {
@@ -213,32 +279,60 @@ static size_t memory_bytes(const rnnd_trainer *t) {
          t->backend->ops->activation_bytes(t->backend);
 }
 
+/* Sums over the steps of one log interval. */
 typedef struct {
   double nll;
   int64_t tokens;
   double start;
+  double imbalance, compute_s, comm_s;
+  int steps;
 } interval;
 
+static void interval_add(interval *iv, const step_stats *st) {
+  iv->nll += st->nll;
+  iv->tokens += st->tokens;
+  iv->imbalance += st->imbalance;
+  iv->compute_s += st->compute_s;
+  iv->comm_s += st->comm_s;
+  iv->steps++;
+}
+
+static void record_step(rnnd_trainer *t, const step_stats *st) {
+  rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->tokens,
+                           .tokens = st->tokens, .lr = st->lr, .grad_norm = st->grad_norm,
+                           .imbalance = st->imbalance, .compute_s = st->compute_s, .comm_s = st->comm_s,
+                           .elapsed_s = rnnd_now() - t->start_time};
+  metrics_add_step(&t->metrics, &row);
+}
+
+/* tok/s is the whole job's; imbalance is the mean over the interval's steps
+ * of max/mean tokens per rank; comm is rank 0's share of step time spent in
+ * the gradient all-reduce (waiting for slower ranks included). */
 static void log_progress(rnnd_trainer *t, interval *iv, const step_stats *st) {
   double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
   double loss = iv->nll / (double)iv->tokens;
   double eta = elapsed / (double)t->step * (double)(t->total_steps - t->step);
+  double busy = iv->compute_s + iv->comm_s;
   char elapsed_text[32], eta_text[32];
   format_duration(elapsed_text, sizeof elapsed_text, elapsed);
   format_duration(eta_text, sizeof eta_text, eta);
   trainer_log(t,
               "step %6lld/%lld | epoch %lld | loss %.4f | ppl %9.2f | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
-              "mem %.0f MiB | %s elapsed | ETA %s\n",
+              "imbal %.3f | comm %4.1f%% | mem %.0f MiB | %s elapsed | ETA %s\n",
               (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, exp(loss),
-              (double)iv->tokens / seconds, st->lr, st->grad_norm, (double)memory_bytes(t) / 1048576.0, elapsed_text,
+              (double)iv->tokens / seconds, st->lr, st->grad_norm, iv->imbalance / iv->steps,
+              busy > 0 ? 100.0 * iv->comm_s / busy : 0.0, (double)memory_bytes(t) / 1048576.0, elapsed_text,
               eta_text);
-  *iv = (interval){0.0, 0, now};
+  metrics_flush(&t->metrics);
+  *iv = (interval){.start = now};
 }
 
 static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
   double start = rnnd_now();
   rnnd_eval_result r = evaluate_dataset(t->backend, t->params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens;
+  rnnd_eval_metrics row = {t->step, !strcmp(role, "test"), loss, exp(loss), r.tokens};
+  metrics_add_eval(&t->metrics, &row);
   trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
               exp(loss), (long long)r.tokens, rnnd_now() - start);
   return loss;
@@ -261,6 +355,10 @@ static void print_header(rnnd_trainer *t) {
               t->cfg->train.global_batch);
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps\n", t->backend->ops->name, core,
               t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps);
+  if (t->comm->size > 1)
+    trainer_log(t, "rnn_dist: gradients all-reduced in %d bucket%s of <= %.3g MiB, %s on the wire; replica check every "
+                "%ld steps\n", t->grad_sync.n_buckets, t->grad_sync.n_buckets > 1 ? "s" : "", t->cfg->comm.bucket_mb,
+                rnnd_dtype_name(t->grad_sync.wire), t->cfg->comm.check_every);
   if (advice) rnnd_warn0("%s", advice);
 }
 
@@ -274,14 +372,15 @@ void trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   print_header(t);
   t->start_time = rnnd_now();
-  interval iv = {0.0, 0, t->start_time};
+  interval iv = {.start = t->start_time};
   step_stats st = {0};
   double valid_loss = NAN;
   int64_t valid_step = -1; /* step of valid_loss, so the end does not repeat it */
   while (t->step < t->total_steps && !time_is_up(t)) {
     st = train_step(t);
-    iv.nll += st.nll;
-    iv.tokens += st.tokens;
+    interval_add(&iv, &st);
+    record_step(t, &st);
+    check_replicas(t);
     if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);
     if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present) {
       valid_loss = report_eval(t, &t->valid, "valid");
@@ -301,6 +400,6 @@ void trainer_run(rnnd_trainer *t) {
               (double)memory_bytes(t) / 1048576.0);
   if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
   if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
-  trainer_log(t, "summary: model %s, log %s/train.log, config %s/config.ini\n", t->model_path, cfg->output.dir,
-              cfg->output.dir);
+  trainer_log(t, "summary: model %s, log %s/train.log, metrics %s, config %s/config.ini\n", t->model_path,
+              cfg->output.dir, t->metrics.path, cfg->output.dir);
 }

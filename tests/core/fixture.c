@@ -18,7 +18,8 @@ void fixture_load(fixture *f, const char *path) {
   f->params = RNND_ALLOC(float, f->layout.numel, "params");
   f->grads = RNND_ALLOC(float, f->layout.numel, "grads");
   model_file_load_params(path, &f->layout, f->params);
-  sampler_init(&f->sampler, &f->data, f->max_len, 1 << 20, "auto", 1, 0, 0);
+  rnnd_sampler_options options = sampler_eval_options(f->max_len, 1 << 20);
+  sampler_init(&f->sampler, &f->data, &options);
 }
 
 void fixture_free(fixture *f) {

@@ -1,0 +1,54 @@
+/* metrics.h — per-step training metrics in HDF5 (OUTPUT/metrics.h5) that
+ * h5py and pandas read directly: pandas.DataFrame(h5py.File(p)["train"][:]).
+ *
+ *   /train  one row per optimizer step: step, epoch, loss (mean NLL of the
+ *           global batch), tokens (targets in the global batch), lr,
+ *           grad_norm (before clipping), imbalance (max/mean tokens over
+ *           ranks), compute_s and comm_s (this rank's seconds in the backend
+ *           and in the gradient all-reduce), elapsed_s
+ *   /eval   one row per evaluation: step, split (0 valid, 1 test), loss,
+ *           ppl, tokens
+ *
+ * Rows are buffered and appended (extendible, chunked datasets) at every
+ * metrics_flush, which the trainer calls once per log interval. Only rank 0
+ * opens a file; on other ranks every call is a no-op.
+ *
+ * Ownership: metrics_open creates the file and buffers, metrics_close
+ * flushes and releases them. */
+#ifndef RNND_METRICS_H
+#define RNND_METRICS_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+typedef struct {
+  int64_t step, epoch;
+  double loss;
+  int64_t tokens;
+  double lr, grad_norm, imbalance, compute_s, comm_s, elapsed_s;
+} rnnd_step_metrics;
+
+typedef struct {
+  int64_t step;
+  int32_t split; /* 0 valid, 1 test */
+  double loss, ppl;
+  int64_t tokens;
+} rnnd_eval_metrics;
+
+typedef struct {
+  char path[4200];
+  hid_t file, train, eval, train_type, eval_type;
+  rnnd_step_metrics *pending; /* rows not yet written */
+  int n_pending, capacity;
+  int64_t train_rows, eval_rows;
+} rnnd_metrics;
+
+/* active = 0 (ranks other than 0): a no-op recorder. */
+void metrics_open(rnnd_metrics *m, const char *dir, int active);
+void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row);
+void metrics_add_eval(rnnd_metrics *m, const rnnd_eval_metrics *row);
+/* Writes the pending rows and flushes the file. */
+void metrics_flush(rnnd_metrics *m);
+void metrics_close(rnnd_metrics *m);
+
+#endif
