@@ -3,13 +3,19 @@
  * workload as bench/torch_bench.py, and prints tokens/s. The last line is
  * machine-readable: "rnn_dist tokens_per_s <median> steps <n> gflops <rate>".
  *
+ * With --precision fp16|bf16 the step is the mixed-precision one: 16-bit
+ * activations in the backend, gradients rounded to 16 bits, the fp32 master
+ * weights stepped and the 16-bit compute copy refreshed. It also prints the
+ * memory the trainer would hold ("memory" line, bytes by purpose).
+ *
  * usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]
  *        [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]
- *        [--warmup W] [--threads T] [--seed S] */
+ *        [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rnnd/amp.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
 #include "rnnd/optim.h"
@@ -19,10 +25,11 @@
 typedef struct {
   int cell, vocab, embed, hidden, layers, batch, min_len, max_len, steps, warmup, threads;
   long seed;
+  rnnd_dtype precision;
 } bench_args;
 
 static void parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1};
+  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) rnnd_input_error("%s: missing value", k);
@@ -39,6 +46,10 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     else if (!strcmp(k, "--warmup")) a->warmup = atoi(v);
     else if (!strcmp(k, "--threads")) a->threads = atoi(v);
     else if (!strcmp(k, "--seed")) a->seed = atol(v);
+    else if (!strcmp(k, "--precision")) a->precision = !strcmp(v, "fp16") ? RNND_DTYPE_F16
+                                                       : !strcmp(v, "bf16") ? RNND_DTYPE_BF16
+                                                       : !strcmp(v, "fp32") ? RNND_DTYPE_F32
+                                                       : (rnnd_input_error("--precision: '%s' is not fp32, fp16 or bf16", v), RNND_DTYPE_F32);
     else rnnd_input_error("unknown option '%s'", k);
   }
 }
@@ -81,7 +92,10 @@ int main(int argc, char **argv) {
   config_init_defaults(&cfg);
   rnnd_optimizer opt;
   optimizer_init(&opt, &cfg.train, layout.numel);
-  rnnd_backend_capacity cap = {a.batch, a.max_len, (int64_t)a.batch * a.max_len, a.threads};
+  rnnd_backend_capacity cap = {a.batch, a.max_len, (int64_t)a.batch * a.max_len, a.threads, a.precision};
+  /* the 16-bit compute copy of the weights (what the trainer keeps) */
+  uint16_t *weights16 = a.precision != RNND_DTYPE_F32 ? RNND_ALLOC(uint16_t, layout.numel, "16-bit weights") : NULL;
+  float *compute = weights16 ? RNND_ALLOC(float, layout.numel, "compute weights") : params;
   rnnd_backend *be = cpu_backend_create(&layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, a.batch, a.max_len, cap.max_tokens);
@@ -102,7 +116,12 @@ int main(int argc, char **argv) {
     double t0 = rnnd_now();
     batch_fill(&batch, &ds, pieces, a.batch);
     memset(grads, 0, layout.numel * sizeof *grads);
-    be->ops->train_batch(be, params, grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
+    if (weights16) {
+      rnnd_f32_to_half_array(a.precision, weights16, params, layout.numel);
+      rnnd_half_to_f32_array(a.precision, compute, weights16, layout.numel);
+    }
+    be->ops->train_batch(be, compute, grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
+    if (weights16) amp_round_to_half(a.precision, grads, layout.numel);
     double norm = grad_global_norm(grads, layout.numel);
     grad_clip(grads, layout.numel, norm, 0.5);
     optimizer_step(&opt, params, grads, 1e-3);
@@ -115,6 +134,11 @@ int main(int argc, char **argv) {
   }
   qsort(rates, (size_t)a.steps, sizeof *rates, compare_double);
   double median = rates[a.steps / 2], flops = model_train_flops_per_token(&shape);
+  size_t n = layout.numel, weights = n * sizeof(float) + (weights16 ? n * sizeof(uint16_t) : 0);
+  size_t workspace = be->ops->workspace_bytes(be) + (weights16 ? n * sizeof(float) : 0);
+  printf("memory precision %s weights %zu gradients %zu optimizer %zu activations %zu workspace %zu\n",
+         rnnd_dtype_name(a.precision), weights, n * sizeof(float), optimizer_state_bytes(&opt),
+         be->ops->activation_bytes(be), workspace);
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);
   return 0;

@@ -73,6 +73,7 @@ CONFIG_KEYS = {
     },
     "train": {
         "device": (("auto", "cpu", "cuda"), "auto"),  # ignored: always CPU here
+        "precision": (("fp32", "fp16", "bf16"), "fp32"),  # ignored: this reference trains in fp32
         "seed": (int, "1234"),
         "steps": (int, "0"),
         "epochs": (int, "1"),
@@ -97,9 +98,18 @@ CONFIG_KEYS = {
         "threads": (int, "0"),
         "time_limit_s": (float, "0"),
     },
+    "amp": {  # ignored: fp32 only
+        "loss_scaling": (bool, "true"),
+        "init_scale": (float, "65536"),
+        "growth_factor": (float, "2"),
+        "backoff_factor": (float, "0.5"),
+        "growth_interval": (int, "2000"),
+        "min_scale": (float, "1"),
+        "max_scale": (float, "16777216"),
+    },
     "comm": {  # ignored: one process, nothing on a wire
         "bucket_mb": (float, "25"),
-        "grad_dtype": (("fp32", "fp16", "bf16"), "fp32"),
+        "grad_dtype": (("fp32", "fp16", "bf16", "auto"), "auto"),
         "check_every": (int, "100"),
     },
     "output": {  # ignored: this script saves only with --save

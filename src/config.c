@@ -29,7 +29,8 @@ static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
-static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL}; /* rnnd_dtype order */
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL};           /* rnnd_dtype order */
+static const char *const wire_names[] = {"fp32", "fp16", "bf16", "auto", NULL};  /* + RNND_GRAD_DTYPE_AUTO */
 
 #define AT(field) offsetof(rnnd_config, field)
 static const config_key config_keys[] = {
@@ -50,6 +51,7 @@ static const config_key config_keys[] = {
     {"data", "num_buckets", KEY_INT, AT(data.num_buckets), "8", 1, 1024, NULL, "bucket count when buckets = auto"},
 
     {"train", "device", KEY_ENUM, AT(train.device), "auto", 0, 0, device_names, "auto (CUDA if built and a GPU is visible), cpu or cuda"},
+    {"train", "precision", KEY_ENUM, AT(train.precision), "fp32", 0, 0, dtype_names, "weights, activations and weight gradients in fp32, fp16 (dynamic loss scaling) or bf16; the optimizer always steps fp32 master weights"},
     {"train", "seed", KEY_LONG, AT(train.seed), "1234", 0, 9.0e15, NULL, "seed for initialisation, batch order and dropout"},
     {"train", "steps", KEY_LONG, AT(train.steps), "0", 0, 9.0e15, NULL, "optimizer steps; 0 = run train.epochs epochs"},
     {"train", "epochs", KEY_INT, AT(train.epochs), "1", 1, 1000000, NULL, "epochs when train.steps = 0"},
@@ -74,8 +76,16 @@ static const config_key config_keys[] = {
     {"train", "threads", KEY_INT, AT(train.threads), "0", 0, 4096, NULL, "CPU threads for BLAS and kernels; 0 = all cores"},
     {"train", "time_limit_s", KEY_DOUBLE, AT(train.time_limit_s), "0", 0, 1e9, NULL, "stop training after this many seconds (then evaluate and save); 0 = none"},
 
+    {"amp", "loss_scaling", KEY_BOOL, AT(amp.loss_scaling), "true", 0, 1, NULL, "fp16: dynamic loss scaling (false: a fixed scale of 1, to see the underflow it prevents)"},
+    {"amp", "init_scale", KEY_DOUBLE, AT(amp.init_scale), "65536", 1e-30, 1e30, NULL, "fp16: initial loss scale (2^16, as GradScaler and apex)"},
+    {"amp", "growth_factor", KEY_DOUBLE, AT(amp.growth_factor), "2", 1, 1e6, NULL, "fp16: scale multiplier after growth_interval finite steps"},
+    {"amp", "backoff_factor", KEY_DOUBLE, AT(amp.backoff_factor), "0.5", 1e-6, 1, NULL, "fp16: scale multiplier after a step with inf/NaN gradients (which is skipped)"},
+    {"amp", "growth_interval", KEY_LONG, AT(amp.growth_interval), "2000", 1, 9.0e15, NULL, "fp16: consecutive finite steps before the scale grows"},
+    {"amp", "min_scale", KEY_DOUBLE, AT(amp.min_scale), "1", 1e-30, 1e30, NULL, "fp16: the scale never goes below this"},
+    {"amp", "max_scale", KEY_DOUBLE, AT(amp.max_scale), "16777216", 1e-30, 1e30, NULL, "fp16: the scale never goes above this (2^24, as apex)"},
+
     {"comm", "bucket_mb", KEY_DOUBLE, AT(comm.bucket_mb), "25", 0.001, 65536, NULL, "gradient all-reduce bucket size in MiB (decoder first)"},
-    {"comm", "grad_dtype", KEY_ENUM, AT(comm.grad_dtype), "fp32", 0, 0, dtype_names, "gradient format on the wire: fp32, fp16 or bf16 (16-bit sums add in fp32, one rounding per combine)"},
+    {"comm", "grad_dtype", KEY_ENUM, AT(comm.grad_dtype), "auto", 0, 0, wire_names, "gradient format on the wire: fp32, fp16, bf16, or auto (= train.precision); 16-bit sums add in fp32, one rounding per combine"},
     {"comm", "check_every", KEY_LONG, AT(comm.check_every), "100", 0, 9.0e15, NULL, "steps between checks that all ranks hold bitwise equal parameters; 0 = never"},
 
     {"output", "dir", KEY_STRING, AT(output.dir), "runs/default", 0, 0, NULL, "where model.h5, train.log and config.ini go"},
@@ -230,8 +240,8 @@ static void strip_inline_comment(char *s) {
 }
 
 static int valid_section(const char *s) {
-  return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "comm") ||
-         !strcmp(s, "output");
+  return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "amp") ||
+         !strcmp(s, "comm") || !strcmp(s, "output");
 }
 
 void config_load_file(rnnd_config *cfg, const char *path) {
@@ -251,7 +261,7 @@ void config_load_file(rnnd_config *cfg, const char *path) {
       *close = '\0';
       char *name = trim(s + 1);
       if (!valid_section(name))
-        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, comm, output)", where, name);
+        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, amp, comm, output)", where, name);
       snprintf(section, sizeof section, "%s", name);
       continue;
     }
@@ -278,7 +288,7 @@ void config_apply_override(rnnd_config *cfg, const char *assignment) {
   *dot = '\0';
   char *section = trim(buffer), *key = trim(dot + 1);
   if (!valid_section(section))
-    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, comm, output)", where, section);
+    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, amp, comm, output)", where, section);
   set_key(cfg, section, key, trim(eq + 1), where);
 }
 
@@ -305,6 +315,13 @@ void config_finalize(rnnd_config *cfg) {
     rnnd_input_error("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)",
                      cfg->model.embed, cfg->model.hidden * directions);
   if (!cfg->output.dir[0]) rnnd_input_error("config: output.dir must not be empty");
+  if (cfg->comm.grad_dtype == RNND_GRAD_DTYPE_AUTO) cfg->comm.grad_dtype = cfg->train.precision;
+  if (cfg->amp.min_scale > cfg->amp.max_scale)
+    rnnd_input_error("config: amp.min_scale (%g) is larger than amp.max_scale (%g)", cfg->amp.min_scale,
+                     cfg->amp.max_scale);
+  if (cfg->amp.init_scale < cfg->amp.min_scale || cfg->amp.init_scale > cfg->amp.max_scale)
+    rnnd_input_error("config: amp.init_scale = %g is outside [amp.min_scale, amp.max_scale] = [%g, %g]",
+                     cfg->amp.init_scale, cfg->amp.min_scale, cfg->amp.max_scale);
 }
 
 static void write_value(const rnnd_config *cfg, const config_key *k, FILE *out) {

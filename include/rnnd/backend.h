@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "rnnd/batch.h"
+#include "rnnd/half.h"
 #include "rnnd/model.h"
 
 /* What keys dropout: masks are a pure function of these plus the piece id,
@@ -33,8 +34,10 @@ typedef struct {
                         const rnnd_dropout *dropout, float loss_weight);
   /* Sum of target NLL without dropout. */
   double (*eval_batch)(rnnd_backend *be, const float *params, const rnnd_batch *b);
-  /* Bytes held for activations, for memory reports. */
+  /* Bytes held for the activations saved for backward (in the storage
+   * format), and for everything else the backend allocated (workspace). */
   size_t (*activation_bytes)(const rnnd_backend *be);
+  size_t (*workspace_bytes)(const rnnd_backend *be);
   void (*destroy)(rnnd_backend *be);
 } rnnd_backend_ops;
 
@@ -48,6 +51,12 @@ typedef struct {
   int max_steps;
   int64_t max_tokens;
   int threads; /* 0 = all cores */
+  /* Format of the activations kept between layers and for backward. With
+   * fp16/bf16 every layer input and output, saved gate value and
+   * activation gradient is rounded to it (and the saved ones stored in it),
+   * so overflow and underflow happen as on a GPU; arithmetic is fp32.
+   * Weights arrive already rounded (the trainer's compute copy). */
+  rnnd_dtype storage;
 } rnnd_backend_capacity;
 
 /* CPU reference backend; free with be->ops->destroy(be). */

@@ -1,5 +1,5 @@
 /* config.h — the run configuration: INI sections [model] [data] [train]
- * [output], their documented defaults, parsing of a file plus --set
+ * [amp] [comm] [output], their documented defaults, parsing of a file plus --set
  * section.key=value overrides, and printing of the resolved configuration.
  *
  * The table of keys lives in config.c; docs/config.md is generated from the
@@ -42,6 +42,7 @@ typedef struct {
 
 typedef struct {
   int device;        /* rnnd_device */
+  int precision;     /* rnnd_dtype of weights and activations; fp32 master weights always */
   long seed;
   long steps;        /* optimizer steps; 0 = run `epochs` epochs */
   int epochs;
@@ -65,6 +66,18 @@ typedef struct {
   double time_limit_s; /* 0 = no limit; stop (and save) once exceeded */
 } rnnd_train_config;
 
+/* Dynamic loss scaling for fp16 (PyTorch GradScaler / apex defaults). */
+typedef struct {
+  int loss_scaling;       /* 0: fp16 runs with a fixed scale of 1 (shows underflow) */
+  double init_scale;
+  double growth_factor;
+  double backoff_factor;
+  long growth_interval;   /* consecutive finite steps before the scale grows */
+  double min_scale, max_scale;
+} rnnd_amp_config;
+
+#define RNND_GRAD_DTYPE_AUTO 3 /* comm.grad_dtype = auto: the same as train.precision */
+
 typedef struct {
   double bucket_mb;  /* gradient all-reduce bucket size */
   int grad_dtype;    /* rnnd_dtype on the wire */
@@ -80,6 +93,7 @@ typedef struct {
   rnnd_model_config model;
   rnnd_data_config data;
   rnnd_train_config train;
+  rnnd_amp_config amp;
   rnnd_comm_config comm;
   rnnd_output_config output;
 } rnnd_config;

@@ -5,7 +5,8 @@
  *           global batch), tokens (targets in the global batch), lr,
  *           grad_norm (before clipping), imbalance (max/mean tokens over
  *           ranks), compute_s and comm_s (this rank's seconds in the backend
- *           and in the gradient all-reduce), elapsed_s
+ *           and in the gradient all-reduce), elapsed_s, loss_scale, skipped,
+ *           growth_tracker, underflow (mixed precision)
  *   /eval   one row per evaluation: step, split (0 valid, 1 test), loss,
  *           ppl, tokens
  *
@@ -26,6 +27,10 @@ typedef struct {
   double loss;
   int64_t tokens;
   double lr, grad_norm, imbalance, compute_s, comm_s, elapsed_s;
+  double loss_scale;      /* the scale the step's backward used (1 unless fp16) */
+  int32_t skipped;        /* 1: non-finite gradient, no update */
+  int64_t growth_tracker; /* finite steps in a row since the scale last changed */
+  double underflow;       /* share of non-zero gradient values lost to 16-bit rounding */
 } rnnd_step_metrics;
 
 typedef struct {

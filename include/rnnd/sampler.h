@@ -69,5 +69,7 @@ int sampler_next_pieces(rnnd_sampler *s, const rnnd_piece **pieces);
 /* Fills *b with the next batch of the epoch; returns 0 when the epoch is over. */
 int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b);
 void sampler_free(rnnd_sampler *s);
+/* The plan's shuffle: Fisher-Yates, swap i with hash(key, i) mod (i + 1). */
+void sampler_shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rnnd/amp.h"
 #include "rnnd/backend.h"
 #include "rnnd/batch.h"
 #include "rnnd/comm.h"
@@ -46,7 +47,11 @@ typedef struct {
   rnnd_sampler train_sampler;
   rnnd_eval_set valid, test;
   rnnd_layout layout;
-  float *params, *grads;
+  float *params, *grads;     /* fp32 master weights (the optimizer's) and gradients */
+  rnnd_dtype precision;      /* of the compute copy and activations */
+  uint16_t *params16;        /* 16-bit precision: the weights the model computes with */
+  float *compute_params;     /* what the backend reads: params (fp32), or params16 widened */
+  rnnd_loss_scaler scaler;
   rnnd_optimizer optimizer;
   rnnd_backend *backend;
   rnnd_batch batch;          /* this rank's share of the global batch */
@@ -58,6 +63,7 @@ typedef struct {
   int64_t step, epoch;
   int64_t tokens_seen;
   int64_t fault_flip_step;   /* test hook (RNND_FAULT_FLIP_PARAM); -1 = none */
+  int64_t fault_nan_step;    /* test hook (RNND_FAULT_NAN_GRAD); -1 = none */
   FILE *log;                 /* rank 0: OUTPUT/train.log */
   double start_time;
   char model_path[4096];
@@ -66,6 +72,26 @@ typedef struct {
 /* init_model: optional model file whose parameters replace the initial ones. */
 void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model);
 void trainer_run(rnnd_trainer *t);
+
+/* One optimizer step (for tests and tools that drive training themselves). */
+typedef struct {
+  double nll;        /* summed over the global batch */
+  int64_t tokens;    /* targets in the global batch */
+  double grad_norm;  /* of the unscaled gradient, before clipping; inf/NaN when skipped */
+  double lr;
+  double imbalance;  /* max/mean tokens over ranks */
+  double compute_s, comm_s;
+  double loss_scale; /* the scale this step's backward used */
+  int skipped;       /* non-finite gradient: no update was applied */
+  double underflow;  /* share of non-zero gradient values that rounding to 16 bits turned to zero */
+} rnnd_step_stats;
+rnnd_step_stats trainer_train_step(rnnd_trainer *t);
+
+/* Bytes held, by purpose (allocated once; the peak is what is held). */
+typedef struct {
+  size_t weights, gradients, optimizer, activations, workspace;
+} rnnd_memory;
+rnnd_memory trainer_memory(const rnnd_trainer *t);
 void trainer_free(rnnd_trainer *t);
 
 #endif

@@ -126,7 +126,7 @@ rnnd_sampler_options sampler_eval_options(int max_len, int batch) {
   return (rnnd_sampler_options){.max_len = max_len, .batch = batch, .buckets = "auto", .num_buckets = 1};
 }
 
-static void shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key) {
+void sampler_shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key) {
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)(rng_key2(key, (uint64_t)i) % (uint64_t)(i + 1));
     rnnd_piece t = p[i];
@@ -194,7 +194,7 @@ void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
   uint64_t epoch_key = rng_key2(s->seed ^ 0x5A3Dull, (uint64_t)epoch);
   for (int b = 0; b < s->n_buckets; b++) {
     int64_t first = bucket_start[b], n = bucket_start[b + 1] - first;
-    if (s->shuffle) shuffle_pieces(s->order + first, n, rng_key2(epoch_key, (uint64_t)b));
+    if (s->shuffle) sampler_shuffle_pieces(s->order + first, n, rng_key2(epoch_key, (uint64_t)b));
     cut_batches(s, first, n);
   }
   if (s->shuffle) shuffle_batches(s->batches, s->n_batches, rng_key2(epoch_key, 0xBA7Cull));

@@ -20,6 +20,10 @@ static hid_t step_type(void) {
   H5Tinsert(t, "compute_s", offsetof(rnnd_step_metrics, compute_s), H5T_NATIVE_DOUBLE);
   H5Tinsert(t, "comm_s", offsetof(rnnd_step_metrics, comm_s), H5T_NATIVE_DOUBLE);
   H5Tinsert(t, "elapsed_s", offsetof(rnnd_step_metrics, elapsed_s), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "loss_scale", offsetof(rnnd_step_metrics, loss_scale), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "skipped", offsetof(rnnd_step_metrics, skipped), H5T_NATIVE_INT32);
+  H5Tinsert(t, "growth_tracker", offsetof(rnnd_step_metrics, growth_tracker), H5T_NATIVE_INT64);
+  H5Tinsert(t, "underflow", offsetof(rnnd_step_metrics, underflow), H5T_NATIVE_DOUBLE);
   return t;
 }
 

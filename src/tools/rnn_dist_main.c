@@ -21,7 +21,7 @@ static void print_help(void) {
       "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
       "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
       "train options:\n"
-      "  --config FILE          INI file with sections [model] [data] [train] [comm] [output]\n"
+      "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [output]\n"
       "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
       "  --init MODEL.h5        start from the parameters of a model file of the same shape\n"
       "  --dry-run              check the configuration, print it resolved, and exit\n"
@@ -87,7 +87,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
   sampler_init(&sampler, &ds, &options);
   rnnd_backend_capacity cap = {sampler.largest_batch_pieces, sampler.largest_batch_steps,
-                               sampler.largest_batch_tokens, a.threads};
+                               sampler.largest_batch_tokens, a.threads, RNND_DTYPE_F32};
   rnnd_backend *be = cpu_backend_create(&layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);

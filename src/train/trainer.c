@@ -13,7 +13,8 @@
 #include "rnnd/model_file.h"
 #include "rnnd/rng.h"
 
-static int64_t fault_flip_step(int rank);
+static int64_t fault_step(const char *variable, int rank);
+static void refresh_compute_copy(rnnd_trainer *t);
 
 /* --- output ------------------------------------------------------------- */
 
@@ -104,7 +105,7 @@ static void choose_device(const rnnd_config *cfg) {
 
 static void create_backend(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
-  rnnd_backend_capacity cap = {.threads = cfg->train.threads};
+  rnnd_backend_capacity cap = {.threads = cfg->train.threads, .storage = t->precision};
   grow_capacity(&cap, &t->train_sampler, t->comm->size);
   /* evaluation hands whole batches to ranks in turn */
   if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
@@ -139,12 +140,21 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   else model_init_params(&t->layout, t->params, (uint64_t)cfg->train.seed);
   /* Rank 0's parameters are the truth, whatever each rank read or drew. */
   comm_broadcast(comm, t->params, t->layout.numel * sizeof *t->params, 0);
+  t->precision = (rnnd_dtype)cfg->train.precision;
+  t->compute_params = t->params;
+  if (t->precision != RNND_DTYPE_F32) {
+    t->params16 = RNND_ALLOC(uint16_t, t->layout.numel, "16-bit weights");
+    t->compute_params = RNND_ALLOC(float, t->layout.numel, "compute weights");
+  }
+  refresh_compute_copy(t);
+  loss_scaler_init(&t->scaler, &cfg->amp, t->precision);
   optimizer_init(&t->optimizer, &cfg->train, t->layout.numel);
   create_backend(t);
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
   t->share = RNND_ALLOC(rnnd_piece, t->train_sampler.largest_batch_pieces, "rank share");
   grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
-  t->fault_flip_step = fault_flip_step(comm->rank);
+  t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
+  t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
   sampler_start_epoch(&t->train_sampler, 0);
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
@@ -162,6 +172,8 @@ void trainer_free(rnnd_trainer *t) {
   free(t->share);
   optimizer_free(&t->optimizer);
   free(t->params);
+  if (t->compute_params != t->params) free(t->compute_params);
+  free(t->params16);
   free(t->grads);
   sampler_free(&t->train_sampler);
   dataset_free(&t->train);
@@ -176,15 +188,6 @@ void trainer_free(rnnd_trainer *t) {
 
 /* --- the step ----------------------------------------------------------- */
 
-typedef struct {
-  double nll;       /* summed over the global batch */
-  int64_t tokens;   /* targets in the global batch */
-  double grad_norm; /* before clipping */
-  double lr;
-  double imbalance; /* max/mean tokens over ranks */
-  double compute_s, comm_s;
-} step_stats;
-
 /* Next global batch (a new epoch when one ends); every rank draws the same. */
 static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
   int count = sampler_next_pieces(&t->train_sampler, pieces);
@@ -194,37 +197,76 @@ static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
 }
 
 /* This rank's forward and backward on its share; returns its NLL sum. */
-static double compute_share(rnnd_trainer *t, int share, int64_t global_tokens) {
+static double compute_share(rnnd_trainer *t, int share, int64_t global_tokens, double loss_scale) {
   memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
   if (share == 0) return 0.0; /* a short global batch: this rank only joins the all-reduce */
   batch_fill(&t->batch, &t->train, t->share, share);
   rnnd_dropout dropout = {(uint64_t)t->cfg->train.seed, t->step, (float)t->cfg->model.dropout};
   /* Weighting by the GLOBAL token count makes the all-reduced sum exactly
-   * the gradient of the global batch's mean loss. */
-  return t->backend->ops->train_batch(t->backend, t->params, t->grads, &t->batch, &dropout,
-                                      (float)(1.0 / (double)global_tokens));
+   * the gradient of the global batch's mean loss (times the loss scale). */
+  return t->backend->ops->train_batch(t->backend, t->compute_params, t->grads, &t->batch, &dropout,
+                                      (float)(loss_scale / (double)global_tokens));
 }
 
-static step_stats train_step(rnnd_trainer *t) {
-  const rnnd_config *cfg = t->cfg;
+/* With 16-bit precision and wire the gradient leaves backward in 16 bits,
+ * as on a GPU: values overflow to inf (so the scaler backs off) or underflow
+ * to zero (what the scale is for). Returns the share that underflowed. */
+static double gradients_to_half(rnnd_trainer *t) {
+  rnnd_dtype wire = (rnnd_dtype)t->cfg->comm.grad_dtype;
+  if (t->precision == RNND_DTYPE_F32 || wire == RNND_DTYPE_F32) return 0.0;
+  size_t nonzero = 0;
+  for (size_t i = 0; i < t->layout.numel; i++) nonzero += t->grads[i] != 0.0f;
+  size_t lost = amp_round_to_half(wire, t->grads, t->layout.numel);
+  return nonzero ? (double)lost / (double)nonzero : 0.0;
+}
+
+static void unscale(float *grads, size_t n, double scale) {
+  if (scale == 1.0) return;
+  const float inverse = (float)(1.0 / scale);
+  for (size_t i = 0; i < n; i++) grads[i] *= inverse;
+}
+
+/* The weights the next step computes with: the master rounded to 16 bits. */
+static void refresh_compute_copy(rnnd_trainer *t) {
+  if (t->precision == RNND_DTYPE_F32) return;
+  rnnd_f32_to_half_array(t->precision, t->params16, t->params, t->layout.numel);
+  rnnd_half_to_f32_array(t->precision, t->compute_params, t->params16, t->layout.numel);
+}
+
+/* Deals the next global batch, runs this rank's share and all-reduces. */
+static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   const rnnd_piece *pieces;
   int count = next_global_batch(t, &pieces);
   int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
-  step_stats st = {.imbalance = dealer_imbalance(&t->dealer)};
-  for (int r = 0; r < t->comm->size; r++) st.tokens += t->dealer.tokens[r];
+  st->imbalance = dealer_imbalance(&t->dealer);
+  for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
   double start = rnnd_now();
-  double local_nll = compute_share(t, share, st.tokens);
+  double local_nll = compute_share(t, share, st->tokens, st->loss_scale);
+  st->underflow = gradients_to_half(t);
+  if (t->step == t->fault_nan_step) t->grads[t->layout.numel - 1] = NAN;
   double computed = rnnd_now();
   grad_sync_allreduce(&t->grad_sync, t->grads);
   comm_allreduce_sum_f64(t->comm, &local_nll, 1);
-  st.compute_s = computed - start;
-  st.comm_s = rnnd_now() - computed;
-  st.nll = local_nll;
-  /* The norm of the reduced gradient: the global norm, the same on every rank. */
+  st->compute_s = computed - start;
+  st->comm_s = rnnd_now() - computed;
+  st->nll = local_nll;
+}
+
+rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
+  const rnnd_config *cfg = t->cfg;
+  rnnd_step_stats st = {.loss_scale = t->scaler.scale};
+  forward_backward_reduce(t, &st);
+  unscale(t->grads, t->layout.numel, st.loss_scale);
+  /* The norm of the reduced gradient: the global norm, bitwise the same on
+   * every rank, and so is the decision to skip a non-finite step. */
   st.grad_norm = grad_global_norm(t->grads, t->layout.numel);
-  grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
   st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
-  optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
+  st.skipped = !loss_scaler_update(&t->scaler, isfinite(st.grad_norm));
+  if (!st.skipped) {
+    grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
+    optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
+    refresh_compute_copy(t);
+  }
   t->step++;
   t->tokens_seen += st.tokens;
   return st;
@@ -242,10 +284,11 @@ static uint64_t params_checksum(const float *params, size_t n) {
   return h;
 }
 
-/* Test hook: RNND_FAULT_FLIP_PARAM=RANK:STEP flips one parameter bit on RANK
- * after STEP, so the replica check can be shown to fire. */
-static int64_t fault_flip_step(int rank) {
-  const char *spec = getenv("RNND_FAULT_FLIP_PARAM");
+/* Test hooks, VARIABLE=RANK:STEP: RNND_FAULT_FLIP_PARAM flips one parameter
+ * bit on RANK after STEP (the replica check must fire); RNND_FAULT_NAN_GRAD
+ * puts a NaN into RANK's gradient at STEP (every rank must skip the step). */
+static int64_t fault_step(const char *variable, int rank) {
+  const char *spec = getenv(variable);
   int fault_rank = -1;
   long long step = -1;
   if (spec && sscanf(spec, "%d:%lld", &fault_rank, &step) == 2 && fault_rank == rank) return step;
@@ -274,10 +317,25 @@ static void check_replicas(rnnd_trainer *t) {
 
 /* --- reporting ---------------------------------------------------------- */
 
-static size_t memory_bytes(const rnnd_trainer *t) {
-  return 2 * t->layout.numel * sizeof(float) + optimizer_state_bytes(&t->optimizer) +
-         t->backend->ops->activation_bytes(t->backend);
+rnnd_memory trainer_memory(const rnnd_trainer *t) {
+  size_t n = t->layout.numel;
+  rnnd_memory m = {.weights = n * sizeof(float), .gradients = n * sizeof(float),
+                   .optimizer = optimizer_state_bytes(&t->optimizer),
+                   .activations = t->backend->ops->activation_bytes(t->backend),
+                   .workspace = t->backend->ops->workspace_bytes(t->backend) };
+  if (t->params16) {
+    m.weights += n * sizeof(uint16_t);
+    m.workspace += n * sizeof(float); /* the 16-bit weights widened for the BLAS */
+  }
+  if (t->grad_sync.wire_buffer) m.workspace += n * sizeof(uint16_t);
+  return m;
 }
+
+static size_t memory_bytes(const rnnd_trainer *t) {
+  rnnd_memory m = trainer_memory(t);
+  return m.weights + m.gradients + m.optimizer + m.activations + m.workspace;
+}
+
 
 /* Sums over the steps of one log interval. */
 typedef struct {
@@ -285,42 +343,48 @@ typedef struct {
   int64_t tokens;
   double start;
   double imbalance, compute_s, comm_s;
-  int steps;
+  int steps, skipped;
 } interval;
 
-static void interval_add(interval *iv, const step_stats *st) {
+static void interval_add(interval *iv, const rnnd_step_stats *st) {
   iv->nll += st->nll;
   iv->tokens += st->tokens;
   iv->imbalance += st->imbalance;
   iv->compute_s += st->compute_s;
   iv->comm_s += st->comm_s;
   iv->steps++;
+  iv->skipped += st->skipped;
 }
 
-static void record_step(rnnd_trainer *t, const step_stats *st) {
+static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
   rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->tokens,
                            .tokens = st->tokens, .lr = st->lr, .grad_norm = st->grad_norm,
                            .imbalance = st->imbalance, .compute_s = st->compute_s, .comm_s = st->comm_s,
-                           .elapsed_s = rnnd_now() - t->start_time};
+                           .elapsed_s = rnnd_now() - t->start_time, .loss_scale = st->loss_scale,
+                           .skipped = st->skipped, .growth_tracker = t->scaler.growth_tracker,
+                           .underflow = st->underflow};
   metrics_add_step(&t->metrics, &row);
 }
 
 /* tok/s is the whole job's; imbalance is the mean over the interval's steps
  * of max/mean tokens per rank; comm is rank 0's share of step time spent in
  * the gradient all-reduce (waiting for slower ranks included). */
-static void log_progress(rnnd_trainer *t, interval *iv, const step_stats *st) {
+static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *st) {
   double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
   double loss = iv->nll / (double)iv->tokens;
   double eta = elapsed / (double)t->step * (double)(t->total_steps - t->step);
   double busy = iv->compute_s + iv->comm_s;
-  char elapsed_text[32], eta_text[32];
+  char elapsed_text[32], eta_text[32], amp_text[96] = "";
   format_duration(elapsed_text, sizeof elapsed_text, elapsed);
   format_duration(eta_text, sizeof eta_text, eta);
+  if (t->scaler.dynamic || iv->skipped || t->scaler.skipped)
+    snprintf(amp_text, sizeof amp_text, "scale %.0f (%ld ok) | skipped %d (%lld in all) | ", t->scaler.scale,
+             t->scaler.growth_tracker, iv->skipped, (long long)t->scaler.skipped);
   trainer_log(t,
               "step %6lld/%lld | epoch %lld | loss %.4f | ppl %9.2f | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
-              "imbal %.3f | comm %4.1f%% | mem %.0f MiB | %s elapsed | ETA %s\n",
+              "%simbal %.3f | comm %4.1f%% | mem %.0f MiB | %s elapsed | ETA %s\n",
               (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, exp(loss),
-              (double)iv->tokens / seconds, st->lr, st->grad_norm, iv->imbalance / iv->steps,
+              (double)iv->tokens / seconds, st->lr, st->grad_norm, amp_text, iv->imbalance / iv->steps,
               busy > 0 ? 100.0 * iv->comm_s / busy : 0.0, (double)memory_bytes(t) / 1048576.0, elapsed_text,
               eta_text);
   metrics_flush(&t->metrics);
@@ -329,7 +393,7 @@ static void log_progress(rnnd_trainer *t, interval *iv, const step_stats *st) {
 
 static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
   double start = rnnd_now();
-  rnnd_eval_result r = evaluate_dataset(t->backend, t->params, &set->data, &set->sampler, &t->batch, t->comm);
+  rnnd_eval_result r = evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens;
   rnnd_eval_metrics row = {t->step, !strcmp(role, "test"), loss, exp(loss), r.tokens};
   metrics_add_eval(&t->metrics, &row);
@@ -353,8 +417,9 @@ static void print_header(rnnd_trainer *t) {
               t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
               (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
               t->cfg->train.global_batch);
-  trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps\n", t->backend->ops->name, core,
-              t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps);
+  trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
+              core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
+              rnnd_dtype_name(t->precision), t->scaler.dynamic ? " with dynamic loss scaling" : "");
   if (t->comm->size > 1)
     trainer_log(t, "rnn_dist: gradients all-reduced in %d bucket%s of <= %.3g MiB, %s on the wire; replica check every "
                 "%ld steps\n", t->grad_sync.n_buckets, t->grad_sync.n_buckets > 1 ? "s" : "", t->cfg->comm.bucket_mb,
@@ -373,11 +438,11 @@ void trainer_run(rnnd_trainer *t) {
   print_header(t);
   t->start_time = rnnd_now();
   interval iv = {.start = t->start_time};
-  step_stats st = {0};
+  rnnd_step_stats st = {0};
   double valid_loss = NAN;
   int64_t valid_step = -1; /* step of valid_loss, so the end does not repeat it */
   while (t->step < t->total_steps && !time_is_up(t)) {
-    st = train_step(t);
+    st = trainer_train_step(t);
     interval_add(&iv, &st);
     record_step(t, &st);
     check_replicas(t);
@@ -398,6 +463,13 @@ void trainer_run(rnnd_trainer *t) {
   trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), peak memory %.0f MiB\n", (long long)t->step,
               (long long)t->tokens_seen, took, (double)t->tokens_seen / train_seconds,
               (double)memory_bytes(t) / 1048576.0);
+  rnnd_memory m = trainer_memory(t);
+  trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
+              "workspace %.1f\n", m.weights / 1048576.0, m.gradients / 1048576.0, m.optimizer / 1048576.0,
+              m.activations / 1048576.0, rnnd_dtype_name(t->precision), m.workspace / 1048576.0);
+  if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
+    trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
+                rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);
   if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
   if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
   trainer_log(t, "summary: model %s, log %s/train.log, metrics %s, config %s/config.ini\n", t->model_path,

@@ -1,7 +1,14 @@
 /* cpu_backend.c — the CPU reference backend: embedding, stacked packed
  * GRU/LSTM layers (cpu_rnn.c), counter-keyed dropout, and a decoder whose
  * softmax cross-entropy forward and backward run fused, a block of rows at a
- * time, so the [tokens x vocab] logits never exist in full. */
+ * time, so the [tokens x vocab] logits never exist in full.
+ *
+ * With 16-bit storage (capacity.storage = fp16/bf16) each layer runs in fp32
+ * in one layer's worth of fp32 workspace; what it keeps for backward (input,
+ * output, gate values, GRU's W_hn h + b_hn or LSTM's cell state) is stored
+ * in 16-bit buffers, and everything that crosses a layer boundary (its
+ * input, output and their gradients) is rounded to the 16-bit format, so
+ * the run overflows and underflows where a GPU run in that format would. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +18,7 @@
 #include "cpu_rnn.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
+#include "rnnd/half.h"
 #include "rnnd/rng.h"
 
 /* Rows of logits per decoder block: large enough that each GEMM amortises
@@ -32,12 +40,18 @@ typedef struct {
   double *row_nll;        /* [decoder_rows] */
   float *bias_partials;   /* [decoder_rows / SOFTMAX_CHUNK_ROWS (rounded up), vocab] */
   int decoder_rows;
-  size_t activation_bytes;
+  rnnd_dtype storage;
+  /* 16-bit storage only: every layer's saved activations. The fp32 buffers
+   * above then exist for one layer (layer_in[0], layer_out[0], saved[0]). */
+  uint16_t *in16[RNND_MAX_LAYERS + 1], *out16[RNND_MAX_LAYERS];
+  uint16_t *gates16[RNND_MAX_LAYERS][2], *extra16[RNND_MAX_LAYERS][2];
+  size_t activation_bytes, workspace_bytes;
 } cpu_backend;
 
 static float *take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
   size_t bytes = (size_t)(rows * cols) * sizeof(float);
   if (activation) cb->activation_bytes += bytes;
+  else cb->workspace_bytes += bytes;
   return rnnd_malloc(bytes, "CPU backend buffer");
 }
 
@@ -216,6 +230,16 @@ static double decoder_eval(cpu_backend *cb, const float *params, const float *y,
 
 /* --- backward ----------------------------------------------------------- */
 
+/* Scatter-adds dL/d(embedded input) into the embedding rows it came from. */
+static void add_embedding_gradient(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
+  float *g_embedding = grads + cb->base.layout->embedding_weight;
+  for (int64_t r = 0; r < b->n_tokens; r++) {
+    float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
+    const float *src = d_x + r * cb->embed;
+    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+  }
+}
+
 static void backward_layers(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
                             const rnnd_dropout *dr, const float **in) {
   int use_dropout = dr && dr->p > 0.0f;
@@ -234,12 +258,89 @@ static void backward_layers(cpu_backend *cb, const float *params, float *grads, 
     d_out = d_in;
     d_in = swap;
   }
-  float *g_embedding = grads + cb->base.layout->embedding_weight;
-  for (int64_t r = 0; r < b->n_tokens; r++) {
-    float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
-    const float *src = d_out + r * cb->embed;
-    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+  add_embedding_gradient(cb, grads, b, d_out);
+}
+
+/* --- 16-bit storage ----------------------------------------------------- */
+
+/* Rounds x to the storage format in place and keeps the 16-bit copy, so
+ * what the fp32 workspace holds afterwards is exactly what the copy holds. */
+static void store16(const cpu_backend *cb, uint16_t *copy, float *x, int64_t n) {
+  rnnd_f32_to_half_array(cb->storage, copy, x, (size_t)n);
+  rnnd_half_to_f32_array(cb->storage, x, copy, (size_t)n);
+}
+
+static void load16(const cpu_backend *cb, float *x, const uint16_t *copy, int64_t n) {
+  rnnd_half_to_f32_array(cb->storage, x, copy, (size_t)n);
+}
+
+static void round16(const cpu_backend *cb, float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = rnnd_half_to_f32(cb->storage, rnnd_f32_to_half(cb->storage, x[i]));
+}
+
+/* Embedding and all layers, one layer at a time in the fp32 workspace;
+ * returns the decoder input (in the workspace, rounded). */
+static const float *forward_layers16(cpu_backend *cb, const float *params, const rnnd_batch *b,
+                                     const rnnd_dropout *dr) {
+  const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
+  const float *embedding = params + cb->base.layout->embedding_weight;
+  float *x = cb->layer_in[0], *out = cb->layer_out[0];
+  for (int64_t r = 0; r < T; r++)
+    memcpy(x + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+  int use_dropout = dr && dr->p > 0.0f;
+  if (use_dropout) dropout_apply(x, x, cb->embed, b, dr, 0);
+  store16(cb, cb->in16[0], x, T * cb->embed);
+  for (int l = 0; l < cb->layers; l++) {
+    for (int dir = 0; dir < cb->directions; dir++) {
+      cpu_rnn_dir d;
+      direction_view(cb, params, NULL, l, dir, &d);
+      cpu_rnn_forward(&d, b, x, input_width(cb, l), out + dir * cb->hidden, cb->top, &cb->saved[0][dir],
+                      &cb->scratch);
+      store16(cb, cb->gates16[l][dir], cb->saved[0][dir].gates, T * GH);
+      store16(cb, cb->extra16[l][dir], cb->saved[0][dir].extra, T * cb->hidden);
+    }
+    store16(cb, cb->out16[l], out, T * cb->top);
+    if (use_dropout) dropout_apply(x, out, cb->top, b, dr, l + 1);
+    else memcpy(x, out, (size_t)(T * cb->top) * sizeof(float));
+    store16(cb, cb->in16[l + 1], x, T * cb->top);
   }
+  return x;
+}
+
+/* Backward of the layers from the 16-bit saved activations; gradients that
+ * cross a layer boundary are rounded to the storage format. */
+static void backward_layers16(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
+                              const rnnd_dropout *dr) {
+  const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
+  int use_dropout = dr && dr->p > 0.0f;
+  float *d_out = cb->grad_a, *d_in = cb->grad_b, *x = cb->layer_in[0], *out = cb->layer_out[0];
+  round16(cb, d_out, T * cb->top);
+  if (use_dropout) {
+    dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
+    round16(cb, d_out, T * cb->top);
+  }
+  for (int l = cb->layers - 1; l >= 0; l--) {
+    int width = input_width(cb, l);
+    load16(cb, x, cb->in16[l], T * width);
+    load16(cb, out, cb->out16[l], T * cb->top);
+    for (int dir = 0; dir < cb->directions; dir++) {
+      cpu_rnn_dir d;
+      direction_view(cb, params, grads, l, dir, &d);
+      load16(cb, cb->saved[0][dir].gates, cb->gates16[l][dir], T * GH);
+      load16(cb, cb->saved[0][dir].extra, cb->extra16[l][dir], T * cb->hidden);
+      cpu_rnn_backward(&d, b, x, width, out + dir * cb->hidden, cb->top, d_out + dir * cb->hidden, cb->top,
+                       &cb->saved[0][dir], d_in, width, dir ? 1.0f : 0.0f, &cb->scratch);
+    }
+    round16(cb, d_in, T * width);
+    if (use_dropout) {
+      dropout_apply(d_in, d_in, width, b, dr, l);
+      round16(cb, d_in, T * width);
+    }
+    float *swap = d_out;
+    d_out = d_in;
+    d_in = swap;
+  }
+  add_embedding_gradient(cb, grads, b, d_out);
 }
 
 /* --- ops ---------------------------------------------------------------- */
@@ -255,6 +356,12 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
                               const rnnd_dropout *dr, float loss_weight) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  if (cb->storage != RNND_DTYPE_F32) {
+    const float *y = forward_layers16(cb, params, b, dr);
+    double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
+    backward_layers16(cb, params, grads, b, dr);
+    return nll;
+  }
   const float *in[RNND_MAX_LAYERS + 1];
   const float *y = forward_layers(cb, params, b, dr, in);
   double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
@@ -265,19 +372,29 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
 static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  if (cb->storage != RNND_DTYPE_F32) return decoder_eval(cb, params, forward_layers16(cb, params, b, NULL), b);
   const float *in[RNND_MAX_LAYERS + 1];
   const float *y = forward_layers(cb, params, b, NULL, in);
   return decoder_eval(cb, params, y, b);
 }
 
 static size_t cpu_activation_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->activation_bytes; }
+static size_t cpu_workspace_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->workspace_bytes; }
 
 static void cpu_destroy(rnnd_backend *be) {
   cpu_backend *cb = (cpu_backend *)be;
   if (!cb) return;
-  for (int l = 0; l <= cb->layers; l++) free(cb->layer_in[l]);
+  for (int l = 0; l <= cb->layers; l++) {
+    free(cb->layer_in[l]);
+    free(cb->in16[l]);
+  }
   for (int l = 0; l < cb->layers; l++) {
     free(cb->layer_out[l]);
+    free(cb->out16[l]);
+    for (int d = 0; d < cb->directions; d++) {
+      free(cb->gates16[l][d]);
+      free(cb->extra16[l][d]);
+    }
     for (int d = 0; d < cb->directions; d++) {
       free(cb->saved[l][d].gates);
       free(cb->saved[l][d].extra);
@@ -300,10 +417,18 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb);
 }
 
-static const rnnd_backend_ops cpu_ops = {"cpu", cpu_train_batch, cpu_eval_batch, cpu_activation_bytes, cpu_destroy};
+static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,
+                                         cpu_activation_bytes, cpu_workspace_bytes, cpu_destroy};
 
-static void allocate_buffers(cpu_backend *cb) {
-  const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
+static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
+  size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
+  cb->activation_bytes += bytes;
+  return rnnd_malloc(bytes, "CPU backend 16-bit activations");
+}
+
+/* Every layer's activations in fp32 (the reference path). */
+static void allocate_fp32_activations(cpu_backend *cb) {
+  const int64_t T = cb->cap.max_tokens, GH = (int64_t)cb->gates * cb->hidden;
   cb->layer_in[0] = take(cb, T, cb->embed, 1);
   for (int l = 0; l < cb->layers; l++) {
     cb->layer_in[l + 1] = take(cb, T, cb->top, 1);
@@ -313,6 +438,32 @@ static void allocate_buffers(cpu_backend *cb) {
       cb->saved[l][d].extra = take(cb, T, cb->hidden, 1);
     }
   }
+}
+
+/* The same activations in 16 bits, plus one layer's fp32 workspace. */
+static void allocate_16bit_activations(cpu_backend *cb) {
+  const int64_t T = cb->cap.max_tokens, GH = (int64_t)cb->gates * cb->hidden;
+  cb->in16[0] = take16(cb, T, cb->embed);
+  for (int l = 0; l < cb->layers; l++) {
+    cb->in16[l + 1] = take16(cb, T, cb->top);
+    cb->out16[l] = take16(cb, T, cb->top);
+    for (int d = 0; d < cb->directions; d++) {
+      cb->gates16[l][d] = take16(cb, T, GH);
+      cb->extra16[l][d] = take16(cb, T, cb->hidden);
+    }
+  }
+  cb->layer_in[0] = take(cb, T, cb->embed > cb->top ? cb->embed : cb->top, 0);
+  cb->layer_out[0] = take(cb, T, cb->top, 0);
+  for (int d = 0; d < cb->directions; d++) {
+    cb->saved[0][d].gates = take(cb, T, GH, 0);
+    cb->saved[0][d].extra = take(cb, T, cb->hidden, 0);
+  }
+}
+
+static void allocate_buffers(cpu_backend *cb) {
+  const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
+  if (cb->storage == RNND_DTYPE_F32) allocate_fp32_activations(cb);
+  else allocate_16bit_activations(cb);
   cpu_rnn_scratch *s = &cb->scratch;
   s->step_gates = take(cb, B, GH, 0);
   s->carry_h = take(cb, B, cb->hidden, 0);
@@ -346,6 +497,7 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
   cb->vocab = s->vocab_size;
   cb->top = s->hidden * s->directions;
   cb->gates = layout->gates;
+  cb->storage = cap->storage;
   cpu_set_threads(cap->threads);
   allocate_buffers(cb);
   return &cb->base;

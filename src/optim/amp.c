@@ -1,0 +1,41 @@
+/* amp.c — dynamic loss scaling and gradient rounding (amp.h). */
+#include "rnnd/amp.h"
+
+#include <string.h>
+
+void loss_scaler_init(rnnd_loss_scaler *s, const rnnd_amp_config *cfg, rnnd_dtype precision) {
+  memset(s, 0, sizeof *s);
+  s->dynamic = precision == RNND_DTYPE_F16 && cfg->loss_scaling;
+  s->scale = s->dynamic ? cfg->init_scale : 1.0;
+  s->growth_factor = cfg->growth_factor;
+  s->backoff_factor = cfg->backoff_factor;
+  s->min_scale = cfg->min_scale;
+  s->max_scale = cfg->max_scale;
+  s->growth_interval = cfg->growth_interval;
+}
+
+static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int loss_scaler_update(rnnd_loss_scaler *s, int finite) {
+  if (!finite) {
+    s->skipped++;
+    s->growth_tracker = 0;
+    if (s->dynamic) s->scale = clamp(s->scale * s->backoff_factor, s->min_scale, s->max_scale);
+    return 0;
+  }
+  if (s->dynamic && ++s->growth_tracker >= s->growth_interval) {
+    s->scale = clamp(s->scale * s->growth_factor, s->min_scale, s->max_scale);
+    s->growth_tracker = 0;
+  }
+  return 1;
+}
+
+size_t amp_round_to_half(rnnd_dtype t, float *x, size_t n) {
+  size_t underflow = 0;
+  for (size_t i = 0; i < n; i++) {
+    float r = rnnd_half_to_f32(t, rnnd_f32_to_half(t, x[i]));
+    underflow += r == 0.0f && x[i] != 0.0f;
+    x[i] = r;
+  }
+  return underflow;
+}

@@ -1,0 +1,22 @@
+# amp_tests.cmake — mixed precision: the loss scaler on the real trainer
+# under mpirun, and fp16/bf16 training against fp32 on a WikiText-2 slice.
+# Labelled "amp". Included from tests/CMakeLists.txt.
+
+add_executable(test_amp ${RNND_TEST_DIR}/amp/test_amp.c)
+target_link_libraries(test_amp PRIVATE rnnd)
+foreach(ranks 1 2 3)
+  add_test(NAME loss_scaler_np${ranks}
+           COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none $<TARGET_FILE:test_amp>
+                   ${RNND_WORK}/bible ${RNND_WORK}/amp_np${ranks})
+  set_tests_properties(loss_scaler_np${ranks} PROPERTIES FIXTURES_REQUIRED bible LABELS "amp;mpi" PROCESSORS 2
+                       TIMEOUT 300)
+endforeach()
+
+# WikiText-2 is not shipped with the project; CI has it beside the clone.
+set(RNND_WIKITEXT2 "${PROJECT_SOURCE_DIR}/../shared/data/wikitext-2" CACHE PATH
+    "WikiText-2 (train.txt, valid.txt, test.txt) for the precision comparison test")
+add_test(NAME precision_vs_fp32_wikitext2
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/amp/precision_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --rnn-prep $<TARGET_FILE:rnn_prep> --wikitext ${RNND_WIKITEXT2} --work ${RNND_WORK}/precision)
+set_tests_properties(precision_vs_fp32_wikitext2 PROPERTIES LABELS "amp;train" SKIP_RETURN_CODE 77 TIMEOUT 900
+                     PROCESSORS 2)
