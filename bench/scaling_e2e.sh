@@ -39,7 +39,7 @@ for n in "${ranks[@]}"; do
     || { echo "scaling_e2e.sh: $n ranks failed:"; tail -5 "$out.log"; exit 1; }
   read -r tps imbalance comm < <(/usr/bin/python3 - "$out/metrics.h5" <<'PY'
 import sys, h5py, numpy as np
-t = h5py.File(sys.argv[1], "r")["train"][:]
+t = {k: v[:] for k, v in h5py.File(sys.argv[1], "r")["train"].items()}
 seconds = np.diff(np.concatenate([[0.0], t["elapsed_s"]]))[5:]   # first steps warm caches up
 tps = t["tokens"][5:] / seconds
 busy = t["compute_s"][5:] + t["comm_s"][5:]

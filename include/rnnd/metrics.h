@@ -1,18 +1,20 @@
-/* metrics.h — per-step training metrics in HDF5 (OUTPUT/metrics.h5) that
- * h5py and pandas read directly: pandas.DataFrame(h5py.File(p)["train"][:]).
+/* metrics.h — per-step training metrics in HDF5 (OUTPUT/metrics.h5), one
+ * extendible, chunked 1-D dataset per series, so h5py, h5dump and pandas
+ * read them directly:
+ *   pandas.DataFrame({k: v[:] for k, v in h5py.File(p)["train"].items()})
  *
- *   /train  one row per optimizer step: step, epoch, loss (mean NLL of the
- *           global batch), tokens (targets in the global batch), lr,
- *           grad_norm (before clipping), imbalance (max/mean tokens over
+ *   /train/<series>  one value per optimizer step: step, epoch, loss (mean
+ *           NLL of the global batch), tokens (targets in the global batch),
+ *           lr, grad_norm (before clipping), imbalance (max/mean tokens over
  *           ranks), compute_s and comm_s (this rank's seconds in the backend
  *           and in the gradient all-reduce), elapsed_s, loss_scale, skipped,
  *           growth_tracker, underflow (mixed precision)
- *   /eval   one row per evaluation: step, split (0 valid, 1 test), loss,
+ *   /val/<series>, /test/<series>  one value per evaluation: step, loss,
  *           ppl, tokens
  *
- * Rows are buffered and appended (extendible, chunked datasets) at every
- * metrics_flush, which the trainer calls once per log interval. Only rank 0
- * opens a file; on other ranks every call is a no-op.
+ * Step rows are buffered and appended at every metrics_flush, which the
+ * trainer calls once per log interval, then the file is flushed. Only rank
+ * 0 opens a file; on other ranks every call is a no-op.
  *
  * Ownership: metrics_open creates the file and buffers, metrics_close
  * flushes and releases them. */
@@ -35,23 +37,24 @@ typedef struct {
 
 typedef struct {
   int64_t step;
-  int32_t split; /* 0 valid, 1 test */
   double loss, ppl;
   int64_t tokens;
 } rnnd_eval_metrics;
 
 typedef struct {
   char path[4200];
-  hid_t file, train, eval, train_type, eval_type;
+  hid_t file, train, valid, test; /* the file and its groups */
   rnnd_step_metrics *pending; /* rows not yet written */
   int n_pending, capacity;
-  int64_t train_rows, eval_rows;
+  char *column_buffer;        /* one column of the pending rows */
+  int64_t train_rows, valid_rows, test_rows;
 } rnnd_metrics;
 
 /* active = 0 (ranks other than 0): a no-op recorder. */
 void metrics_open(rnnd_metrics *m, const char *dir, int active);
 void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row);
-void metrics_add_eval(rnnd_metrics *m, const rnnd_eval_metrics *row);
+/* test = 0: a validation row (/val), 1: a test row (/test). */
+void metrics_add_eval(rnnd_metrics *m, int test, const rnnd_eval_metrics *row);
 /* Writes the pending rows and flushes the file. */
 void metrics_flush(rnnd_metrics *m);
 void metrics_close(rnnd_metrics *m);

@@ -1,4 +1,4 @@
-/* metrics.c — HDF5 metrics tables (metrics.h). */
+/* metrics.c — HDF5 metrics series (metrics.h). */
 #include "rnnd/metrics.h"
 
 #include <stddef.h>
@@ -8,75 +8,89 @@
 #include "rnnd/common.h"
 #include "rnnd/h5util.h"
 
-static hid_t step_type(void) {
-  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(rnnd_step_metrics));
-  H5Tinsert(t, "step", offsetof(rnnd_step_metrics, step), H5T_NATIVE_INT64);
-  H5Tinsert(t, "epoch", offsetof(rnnd_step_metrics, epoch), H5T_NATIVE_INT64);
-  H5Tinsert(t, "loss", offsetof(rnnd_step_metrics, loss), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "tokens", offsetof(rnnd_step_metrics, tokens), H5T_NATIVE_INT64);
-  H5Tinsert(t, "lr", offsetof(rnnd_step_metrics, lr), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "grad_norm", offsetof(rnnd_step_metrics, grad_norm), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "imbalance", offsetof(rnnd_step_metrics, imbalance), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "compute_s", offsetof(rnnd_step_metrics, compute_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "comm_s", offsetof(rnnd_step_metrics, comm_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "elapsed_s", offsetof(rnnd_step_metrics, elapsed_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "loss_scale", offsetof(rnnd_step_metrics, loss_scale), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "skipped", offsetof(rnnd_step_metrics, skipped), H5T_NATIVE_INT32);
-  H5Tinsert(t, "growth_tracker", offsetof(rnnd_step_metrics, growth_tracker), H5T_NATIVE_INT64);
-  H5Tinsert(t, "underflow", offsetof(rnnd_step_metrics, underflow), H5T_NATIVE_DOUBLE);
-  return t;
+typedef enum { COLUMN_INT64, COLUMN_INT32, COLUMN_DOUBLE } column_type;
+
+typedef struct {
+  const char *name;
+  size_t offset;
+  column_type type;
+} column;
+
+#define STEP_COLUMN(field, type) {#field, offsetof(rnnd_step_metrics, field), type}
+static const column step_columns[] = {
+    STEP_COLUMN(step, COLUMN_INT64),         STEP_COLUMN(epoch, COLUMN_INT64),
+    STEP_COLUMN(loss, COLUMN_DOUBLE),        STEP_COLUMN(tokens, COLUMN_INT64),
+    STEP_COLUMN(lr, COLUMN_DOUBLE),          STEP_COLUMN(grad_norm, COLUMN_DOUBLE),
+    STEP_COLUMN(imbalance, COLUMN_DOUBLE),   STEP_COLUMN(compute_s, COLUMN_DOUBLE),
+    STEP_COLUMN(comm_s, COLUMN_DOUBLE),      STEP_COLUMN(elapsed_s, COLUMN_DOUBLE),
+    STEP_COLUMN(loss_scale, COLUMN_DOUBLE),  STEP_COLUMN(skipped, COLUMN_INT32),
+    STEP_COLUMN(growth_tracker, COLUMN_INT64), STEP_COLUMN(underflow, COLUMN_DOUBLE),
+};
+#define EVAL_COLUMN(field, type) {#field, offsetof(rnnd_eval_metrics, field), type}
+static const column eval_columns[] = {EVAL_COLUMN(step, COLUMN_INT64), EVAL_COLUMN(loss, COLUMN_DOUBLE),
+                                      EVAL_COLUMN(ppl, COLUMN_DOUBLE), EVAL_COLUMN(tokens, COLUMN_INT64)};
+#define N_STEP_COLUMNS (sizeof step_columns / sizeof step_columns[0])
+#define N_EVAL_COLUMNS (sizeof eval_columns / sizeof eval_columns[0])
+
+static hid_t memory_type(column_type t) {
+  return t == COLUMN_INT64 ? H5T_NATIVE_INT64 : t == COLUMN_INT32 ? H5T_NATIVE_INT32 : H5T_NATIVE_DOUBLE;
 }
 
-static hid_t eval_type(void) {
-  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(rnnd_eval_metrics));
-  H5Tinsert(t, "step", offsetof(rnnd_eval_metrics, step), H5T_NATIVE_INT64);
-  H5Tinsert(t, "split", offsetof(rnnd_eval_metrics, split), H5T_NATIVE_INT32);
-  H5Tinsert(t, "loss", offsetof(rnnd_eval_metrics, loss), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "ppl", offsetof(rnnd_eval_metrics, ppl), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "tokens", offsetof(rnnd_eval_metrics, tokens), H5T_NATIVE_INT64);
-  return t;
-}
+static size_t column_size(column_type t) { return t == COLUMN_INT32 ? 4 : 8; }
 
-/* An empty 1-D table that grows without bound, in chunks of `chunk` rows. */
-static hid_t create_table(const rnnd_metrics *m, const char *name, hid_t type, hsize_t chunk) {
-  hsize_t zero = 0, unlimited = H5S_UNLIMITED;
-  hid_t space = h5_check(H5Screate_simple(1, &zero, &unlimited), m->path, "cannot create a dataspace");
+/* An empty series that grows without bound, in chunks of 1024 values. */
+static void create_series(const char *path, hid_t group, const column *c) {
+  hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = 1024;
+  hid_t space = h5_check(H5Screate_simple(1, &zero, &unlimited), path, "cannot create a dataspace");
   hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
-  h5_check(H5Pset_chunk(plist, 1, &chunk), m->path, "cannot set chunking");
-  hid_t d = h5_check(H5Dcreate2(m->file, name, type, space, H5P_DEFAULT, plist, H5P_DEFAULT), m->path,
-                     "cannot create a metrics table");
+  h5_check(H5Pset_chunk(plist, 1, &chunk), path, "cannot set chunking");
+  hid_t d = h5_check(H5Dcreate2(group, c->name, memory_type(c->type), space, H5P_DEFAULT, plist, H5P_DEFAULT), path,
+                     "cannot create a metrics series");
+  H5Dclose(d);
   H5Pclose(plist);
   H5Sclose(space);
-  return d;
+}
+
+static hid_t create_group(rnnd_metrics *m, const char *name, const column *columns, size_t n) {
+  hid_t g = h5_check(H5Gcreate2(m->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), m->path,
+                     "cannot create a metrics group");
+  for (size_t i = 0; i < n; i++) create_series(m->path, g, &columns[i]);
+  return g;
 }
 
 void metrics_open(rnnd_metrics *m, const char *dir, int active) {
   memset(m, 0, sizeof *m);
-  m->file = m->train = m->eval = m->train_type = m->eval_type = H5I_INVALID_HID;
+  m->file = m->train = m->valid = m->test = H5I_INVALID_HID;
   if (!active) return;
   h5_quiet();
   snprintf(m->path, sizeof m->path, "%s/metrics.h5", dir);
   m->file = h5_check(H5Fcreate(m->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), m->path, "cannot create");
-  m->train_type = step_type();
-  m->eval_type = eval_type();
-  m->train = create_table(m, "train", m->train_type, 256);
-  m->eval = create_table(m, "eval", m->eval_type, 16);
   h5_write_string_attr(m->path, m->file, "format", "rnn_dist-metrics");
   h5_write_int_attr(m->path, m->file, "format_version", 1);
+  m->train = create_group(m, "train", step_columns, N_STEP_COLUMNS);
+  m->valid = create_group(m, "val", eval_columns, N_EVAL_COLUMNS);
+  m->test = create_group(m, "test", eval_columns, N_EVAL_COLUMNS);
   m->capacity = 256;
   m->pending = RNND_ALLOC(rnnd_step_metrics, (size_t)m->capacity, "metrics rows");
+  m->column_buffer = rnnd_malloc((size_t)m->capacity * 8, "metrics column");
 }
 
-static void append_rows(rnnd_metrics *m, hid_t table, hid_t type, int64_t *rows, const void *data, hsize_t n) {
-  hsize_t start = (hsize_t)*rows, size = start + n;
-  h5_check(H5Dset_extent(table, &size), m->path, "cannot extend a metrics table");
-  hid_t file_space = H5Dget_space(table);
+/* Appends one column of `n` rows (records of `stride` bytes) to its series. */
+static void append_column(const rnnd_metrics *m, hid_t group, const column *c, const void *rows, size_t stride,
+                          hsize_t start, hsize_t n, char *buffer) {
+  size_t size = column_size(c->type);
+  for (hsize_t i = 0; i < n; i++) memcpy(buffer + i * size, (const char *)rows + i * stride + c->offset, size);
+  hid_t d = h5_check(H5Dopen2(group, c->name, H5P_DEFAULT), m->path, "cannot open a metrics series");
+  hsize_t total = start + n;
+  h5_check(H5Dset_extent(d, &total), m->path, "cannot extend a metrics series");
+  hid_t file_space = H5Dget_space(d);
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, NULL, &n, NULL);
   hid_t mem_space = H5Screate_simple(1, &n, NULL);
-  h5_check(H5Dwrite(table, type, mem_space, file_space, H5P_DEFAULT, data), m->path, "cannot write metrics");
+  h5_check(H5Dwrite(d, memory_type(c->type), mem_space, file_space, H5P_DEFAULT, buffer), m->path,
+           "cannot write metrics");
   H5Sclose(mem_space);
   H5Sclose(file_space);
-  *rows = (int64_t)size;
+  H5Dclose(d);
 }
 
 void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row) {
@@ -85,14 +99,21 @@ void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row) {
   m->pending[m->n_pending++] = *row;
 }
 
-void metrics_add_eval(rnnd_metrics *m, const rnnd_eval_metrics *row) {
+void metrics_add_eval(rnnd_metrics *m, int test, const rnnd_eval_metrics *row) {
   if (m->file == H5I_INVALID_HID) return;
-  append_rows(m, m->eval, m->eval_type, &m->eval_rows, row, 1);
+  int64_t *rows = test ? &m->test_rows : &m->valid_rows;
+  char buffer[8];
+  for (size_t i = 0; i < N_EVAL_COLUMNS; i++)
+    append_column(m, test ? m->test : m->valid, &eval_columns[i], row, sizeof *row, (hsize_t)*rows, 1, buffer);
+  (*rows)++;
 }
 
 void metrics_flush(rnnd_metrics *m) {
   if (m->file == H5I_INVALID_HID) return;
-  if (m->n_pending) append_rows(m, m->train, m->train_type, &m->train_rows, m->pending, (hsize_t)m->n_pending);
+  for (size_t i = 0; i < N_STEP_COLUMNS && m->n_pending; i++)
+    append_column(m, m->train, &step_columns[i], m->pending, sizeof *m->pending, (hsize_t)m->train_rows,
+                  (hsize_t)m->n_pending, m->column_buffer);
+  m->train_rows += m->n_pending;
   m->n_pending = 0;
   h5_check(H5Fflush(m->file, H5F_SCOPE_GLOBAL), m->path, "cannot flush");
 }
@@ -100,12 +121,12 @@ void metrics_flush(rnnd_metrics *m) {
 void metrics_close(rnnd_metrics *m) {
   if (m->file != H5I_INVALID_HID) {
     metrics_flush(m);
-    H5Dclose(m->train);
-    H5Dclose(m->eval);
-    H5Tclose(m->train_type);
-    H5Tclose(m->eval_type);
+    H5Gclose(m->train);
+    H5Gclose(m->valid);
+    H5Gclose(m->test);
     h5_check(H5Fclose(m->file), m->path, "cannot close");
   }
   free(m->pending);
+  free(m->column_buffer);
   memset(m, 0, sizeof *m);
 }

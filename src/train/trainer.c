@@ -395,8 +395,8 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
   double start = rnnd_now();
   rnnd_eval_result r = evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens;
-  rnnd_eval_metrics row = {t->step, !strcmp(role, "test"), loss, exp(loss), r.tokens};
-  metrics_add_eval(&t->metrics, &row);
+  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens};
+  metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
   trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
               exp(loss), (long long)r.tokens, rnnd_now() - start);
   return loss;

@@ -69,7 +69,7 @@ for name, sets in runs.items():
         print(f"{name}: exit {r.returncode}\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
         sys.exit(1)
     with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
-        results[name] = f["train"][:]
+        results[name] = {series: values[:] for series, values in f["train"].items()}
 
 passed, failures = 0, []
 

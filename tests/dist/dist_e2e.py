@@ -64,8 +64,8 @@ def train(ranks, name, extra=()):
         check(False, f"{name}: exit {r.returncode}")
         return None
     with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
-        rows = f["train"][:]
-    check(len(rows) == STEPS and list(rows["step"]) == list(range(1, STEPS + 1)),
+        rows = {name: series[:] for name, series in f["train"].items()}
+    check(len(rows["step"]) == STEPS and list(rows["step"]) == list(range(1, STEPS + 1)),
           f"{name}: metrics has steps {list(rows['step'])}")
     return rows
 
