@@ -17,7 +17,7 @@ run() { # name, precision, bench_train arguments...
   local name=$1 precision=$2; shift 2
   local out mem tps
   out=$("$bin" --precision "$precision" --threads "$threads" "$@")
-  mem=$(echo "$out" | awk '/^memory/ {print $6, $4 + $6 + $8 + $10 + $12}')
+  mem=$(echo "$out" | awk '/^memory/ {print $11, $5 + $7 + $9 + $11 + $13}')
   tps=$(echo "$out" | tail -n 1 | awk '{print $3}')
   [ "$precision" = fp32 ] && base=$tps
   printf "%-22s %-6s %14.1f %12.1f %12.0f %9.2fx\n" "$name" "$precision" \

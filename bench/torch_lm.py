@@ -198,11 +198,16 @@ def parse_command_line():
     p.add_argument("--match-rnn-dist", action="store_true",
                    help="draw rnn_dist's exact batch plan and start from its exact initial weights "
                         "(dropout masks still differ), for step-by-step comparison of loss curves")
+    p.add_argument("--c-dropout", action="store_true",
+                   help="with --match-rnn-dist: also apply rnn_dist's exact dropout masks (layers run one "
+                        "at a time), so both programs compute the same function at every step")
     p.add_argument("--save", metavar="MODEL.h5", help="write the trained model (model-file format)")
     p.add_argument("--eval-only-checkpoint", metavar="MODEL.h5",
                    help="evaluate this model file on --data instead of training")
     p.add_argument("--data", metavar="SET.h5", help="data set for --eval-only-checkpoint")
     args = p.parse_args()
+    if args.c_dropout and not args.match_rnn_dist:
+        p.error("--c-dropout needs --match-rnn-dist (the masks are keyed by rnn_dist's piece ids)")
     if args.eval_only_checkpoint and not args.data:
         p.error("--eval-only-checkpoint needs --data")
     if args.data and not args.eval_only_checkpoint:
@@ -263,13 +268,31 @@ class LanguageModel(nn.Module):
                 self.decoder.weight.uniform_(-0.1, 0.1)
             self.decoder.bias.zero_()
 
-    def forward(self, packed_inputs):
-        """Logits [targets, V] in packed order."""
-        x = self.drop(self.embedding(packed_inputs.data))
-        out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
-                                         packed_inputs.sorted_indices,
-                                         packed_inputs.unsorted_indices))
-        return self.decoder(self.drop(out.data))
+    def forward(self, packed_inputs, masks=None):
+        """Logits [targets, V] in packed order. masks: None for PyTorch's own
+        dropout, or a function (slot, width) -> [rows, width] multiplier that
+        applies rnn_dist's masks (slot 0 embeddings, l+1 after layer l)."""
+        if masks is None or not self.training:
+            x = self.drop(self.embedding(packed_inputs.data))
+            out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
+                                             packed_inputs.sorted_indices,
+                                             packed_inputs.unsorted_indices))
+            return self.decoder(self.drop(out.data))
+        x = self.embedding(packed_inputs.data) * masks(0, self.embedding.embedding_dim)
+        for layer in range(self.rnn.num_layers):
+            x = self.run_layer(layer, x, packed_inputs.batch_sizes)
+            x = x * masks(layer + 1, x.shape[1])
+        return self.decoder(x)
+
+    def run_layer(self, layer, x, batch_sizes):
+        """One layer of self.rnn (both directions) on packed data, no dropout."""
+        rnn, dirs = self.rnn, 2 if self.rnn.bidirectional else 1
+        weights = [getattr(rnn, "%s_l%d%s" % (name, layer, suffix)) for suffix in ["", "_reverse"][:dirs]
+                   for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        zeros = x.new_zeros(dirs, int(batch_sizes[0]), rnn.hidden_size)
+        if isinstance(rnn, nn.GRU):
+            return torch._VF.gru(x, batch_sizes, zeros, weights, True, 1, 0.0, True, rnn.bidirectional)[0]
+        return torch._VF.lstm(x, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, True, rnn.bidirectional)[0]
 
 
 def attr_str(value):
@@ -369,9 +392,12 @@ class DataSet:
         return starts, lengths
 
 
-def make_batch(ds, starts, lengths):
-    """PackedSequence of inputs (pieces sorted longest first) and packed targets."""
+def make_batch(ds, starts, lengths, order_out=None):
+    """PackedSequence of inputs (pieces sorted longest first) and packed targets.
+    order_out (a list), if given, receives the sorting permutation."""
     order = np.argsort(-lengths, kind="stable")
+    if order_out is not None:
+        order_out.append(order)
     starts, lengths = starts[order], lengths[order]
     steps = int(lengths[0])
     t = np.arange(steps)
@@ -476,6 +502,28 @@ def c_epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
         members = c_shuffle(np.flatnonzero(bucket_of == b).tolist(), rng_key2(epoch_key, U64(b)))
         batches += [np.array(members[i:i + batch], dtype=np.int64) for i in range(0, len(members), batch)]
     return c_shuffle(batches, rng_key2(epoch_key, U64(0xBA7C)))
+
+
+def c_dropout_masks(seed, step, p, ids, batch_sizes):
+    """rnn_dist's dropout (dropout_apply in src/backend/cpu/cpu_backend.c) as a
+    function (slot, width) -> [rows, width] multiplier (0 or 1/(1-p)) for a
+    packed batch whose sorted pieces have these ids: the mask of (row, unit)
+    is keyed by (seed, step, slot, piece id, position, unit)."""
+    sizes = batch_sizes.numpy()
+    t = np.repeat(np.arange(len(sizes), dtype=np.uint64), sizes)
+    i = np.concatenate([np.arange(n) for n in sizes])
+    piece = np.asarray(ids, dtype=np.uint64)[i]
+    p32 = np.float32(p)
+    scale = np.float32(1.0) / (np.float32(1.0) - p32)
+    step_key = rng_key2(U64(seed) ^ U64(0xD50F), U64(step))
+
+    def masks(slot, width):
+        row_key = rng_key2(rng_key2(step_key, U64(slot)), (piece << U64(20)) ^ t)
+        with np.errstate(over="ignore"):
+            keys = row_key[:, None] + np.arange(width, dtype=np.uint64)[None, :]
+        u = rng_uniform_from(rng_mix64(keys))
+        return torch.from_numpy(np.where(u < p32, np.float32(0.0), scale))
+    return masks
 
 
 def c_init_parameters(model, seed):
@@ -604,9 +652,13 @@ def train(args, cfg):
             lr = learning_rate(t, step, total)
             for group in opt.param_groups:
                 group["lr"] = lr
-            inputs, targets = make_batch(train_set, starts[sel], lengths[sel])
+            order = []
+            inputs, targets = make_batch(train_set, starts[sel], lengths[sel], order)
+            masks = None
+            if args.c_dropout and m["dropout"] > 0:
+                masks = c_dropout_masks(t["seed"], step, m["dropout"], sel[order[0]], inputs.batch_sizes)
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(inputs), targets, reduction="sum") / targets.numel()
+            loss = F.cross_entropy(model(inputs, masks), targets, reduction="sum") / targets.numel()
             loss.backward()
             if t["clip_norm"] > 0:
                 torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])

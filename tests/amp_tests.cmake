@@ -20,3 +20,6 @@ add_test(NAME precision_vs_fp32_wikitext2
                  --rnn-prep $<TARGET_FILE:rnn_prep> --wikitext ${RNND_WIKITEXT2} --work ${RNND_WORK}/precision)
 set_tests_properties(precision_vs_fp32_wikitext2 PROPERTIES LABELS "amp;train" SKIP_RETURN_CODE 77 TIMEOUT 900
                      PROCESSORS 2)
+
+add_test(NAME activation_memory_halves COMMAND ${RNND_TEST_DIR}/amp/memory_halves.sh $<TARGET_FILE:bench_train>)
+set_tests_properties(activation_memory_halves PROPERTIES LABELS "amp")

@@ -2,13 +2,18 @@
  * position, unit), never by a piece's place in a batch or the thread count:
  * with dropout on, the NLL of a batch equals the sum of the NLLs of its
  * pieces run one at a time, and one thread and two give the same NLL.
+ * Also: the gradient with dropout on is the gradient of the function the
+ * forward pass computed (the backward applies the same masks), checked by a
+ * central difference along a random direction.
  * usage: test_dropout FIXTURE.h5 (a multi-layer fixture of torch_reference.py) */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
 #include "rnnd/common.h"
+#include "rnnd/rng.h"
 
 static double batch_nll(fixture *f, rnnd_backend *be, const rnnd_piece *pieces, int count, const rnnd_dropout *dr) {
   rnnd_batch b;
@@ -18,6 +23,31 @@ static double batch_nll(fixture *f, rnnd_backend *be, const rnnd_piece *pieces, 
   double nll = be->ops->train_batch(be, f->params, f->grads, &b, dr, 1.0f);
   batch_free(&b);
   return nll;
+}
+
+/* d/de NLL(params + e v) by central differences vs grad . v, v random. */
+static double directional_error(fixture *f, rnnd_backend *be, const rnnd_dropout *dr) {
+  int n = (int)f->sampler.n_pieces;
+  size_t numel = f->layout.numel;
+  float *saved = malloc(numel * sizeof *saved), *v = malloc(numel * sizeof *v);
+  memcpy(saved, f->params, numel * sizeof *saved);
+  batch_nll(f, be, f->sampler.pieces, n, dr);
+  double analytic = 0.0;
+  for (size_t i = 0; i < numel; i++) {
+    v[i] = 2.0f * rng_uniform_from(rng_key2(5, i)) - 1.0f;
+    analytic += (double)f->grads[i] * v[i];
+  }
+  const float eps = 1e-3f;
+  for (size_t i = 0; i < numel; i++) f->params[i] = saved[i] + eps * v[i];
+  double plus = batch_nll(f, be, f->sampler.pieces, n, dr);
+  for (size_t i = 0; i < numel; i++) f->params[i] = saved[i] - eps * v[i];
+  double minus = batch_nll(f, be, f->sampler.pieces, n, dr);
+  memcpy(f->params, saved, numel * sizeof *saved);
+  double numeric = (plus - minus) / (2.0 * eps);
+  printf("directional derivative with dropout: analytic %.6f, central difference %.6f\n", analytic, numeric);
+  free(saved);
+  free(v);
+  return fabs(analytic - numeric) / fabs(numeric);
 }
 
 int main(int argc, char **argv) {
@@ -36,6 +66,7 @@ int main(int argc, char **argv) {
   rnnd_dropout other_step = dr;
   other_step.step = 8;
   double next_step = batch_nll(&f, one, f.sampler.pieces, n, &other_step);
+  double derivative = directional_error(&f, one, &dr);
   one->ops->destroy(one);
   rnnd_backend *two = fixture_backend(&f, n, 2);
   double two_threads = batch_nll(&f, two, f.sampler.pieces, n, &dr);
@@ -49,7 +80,9 @@ int main(int argc, char **argv) {
   failed += threads > 1e-6;
   failed += fabs(no_dropout - together) < 1e-3; /* dropout must change the function */
   failed += fabs(next_step - together) < 1e-3;  /* and the mask must change with the step */
-  printf("%d passed, %d failed\n", 4 - failed, failed);
+  printf("directional derivative relative error %.2e (limit 1e-2)\n", derivative);
+  failed += !(derivative < 1e-2);
+  printf("%d passed, %d failed\n", 5 - failed, failed);
   fixture_free(&f);
   return failed ? 1 : 0;
 }

@@ -7,6 +7,7 @@ ranks compare a checksum of their parameters after every step, so a run that
 finishes proves the replicas were bitwise equal after each step. Checks:
   - fp32 wire: every step's loss within 1e-5 (relative) of one rank's;
   - fp16 wire: within 1e-3; bf16 wire: within 1e-2;
+  - train.precision fp16 / bf16 (16-bit wire too) at 2 ranks vs 1 rank: 1e-3 / 1e-2;
   - a token budget (train.global_batch_tokens) at 2 ranks matches 1 rank;
   - the replica check fires: a parameter bit flipped on one rank
     (RNND_FAULT_FLIP_PARAM) stops the job with a message naming step and rank;
@@ -88,6 +89,10 @@ for wire, tol in [("fp16", 1e-3), ("bf16", 1e-2)]:
     for ranks in [2, 4]:
         compare(f"{ranks} ranks {wire} wire", train(ranks, f"w{ranks}_{wire}", ["--set", f"comm.grad_dtype={wire}"]),
                 ref, tol)
+for precision, tol in [("fp16", 1e-3), ("bf16", 1e-2)]:  # 16-bit weights, activations and wire
+    mixed = ["--set", f"train.precision={precision}"]
+    compare(f"{precision} precision, 2 ranks vs 1", train(2, f"p2_{precision}", mixed), train(1, f"p1_{precision}", mixed),
+            tol)
 budget = ["--set", "train.global_batch_tokens=300"]
 compare("token budget, 2 ranks vs 1", train(2, "b2", budget), train(1, "b1", budget), 1e-5)
 
