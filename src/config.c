@@ -90,6 +90,9 @@ static const config_key config_keys[] = {
 
     {"output", "dir", KEY_STRING, AT(output.dir), "runs/default", 0, 0, NULL, "where model.h5, train.log and config.ini go"},
     {"output", "save_every", KEY_LONG, AT(output.save_every), "0", 0, 9.0e15, NULL, "steps between model saves; 0 = only at the end"},
+    {"output", "checkpoint_every", KEY_LONG, AT(output.checkpoint_every), "0", 0, 9.0e15, NULL, "steps between checkpoints (ckpt_stepN.h5, for --resume); 0 = only at the end and on SIGTERM/SIGUSR1"},
+    {"output", "keep", KEY_INT, AT(output.keep), "3", 1, 1000000, NULL, "newest checkpoints kept in output.dir"},
+    {"output", "preempt_exit_code", KEY_INT, AT(output.preempt_exit_code), "0", 0, 255, NULL, "exit code after SIGTERM/SIGUSR1 made every rank stop and checkpoint"},
 };
 #undef AT
 #define NUM_KEYS (sizeof config_keys / sizeof config_keys[0])

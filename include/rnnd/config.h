@@ -87,6 +87,9 @@ typedef struct {
 typedef struct {
   char *dir;
   long save_every; /* 0 = only at the end */
+  long checkpoint_every; /* 0 = only at the end and on preemption */
+  int keep;              /* checkpoints kept in dir */
+  int preempt_exit_code; /* exit code after a checkpoint on SIGTERM/SIGUSR1 */
 } rnnd_output_config;
 
 typedef struct {

@@ -19,6 +19,8 @@ void h5_read_string_attr(const char *path, hid_t obj, const char *obj_name, cons
                          size_t size);
 void h5_write_int_attr(const char *path, hid_t obj, const char *name, int64_t value);
 void h5_write_string_attr(const char *path, hid_t obj, const char *name, const char *value);
+void h5_write_double_attr(const char *path, hid_t obj, const char *name, double value);
+double h5_read_double_attr(const char *path, hid_t obj, const char *obj_name, const char *name);
 
 /* Fails with "PATH: WHAT (HDF5: ...)" when status < 0; returns status otherwise. */
 hid_t h5_check(hid_t status, const char *path, const char *what);

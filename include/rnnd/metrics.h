@@ -50,8 +50,10 @@ typedef struct {
   int64_t train_rows, valid_rows, test_rows;
 } rnnd_metrics;
 
-/* active = 0 (ranks other than 0): a no-op recorder. */
-void metrics_open(rnnd_metrics *m, const char *dir, int active);
+/* active = 0 (ranks other than 0): a no-op recorder. resume_step >= 0:
+ * a resumed run appends to DIR/metrics.h5 if it exists, after dropping the
+ * rows of steps later than resume_step (so no step appears twice). */
+void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_step);
 void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row);
 /* test = 0: a validation row (/val), 1: a test row (/test). */
 void metrics_add_eval(rnnd_metrics *m, int test, const rnnd_eval_metrics *row);

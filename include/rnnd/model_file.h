@@ -8,6 +8,8 @@
 #ifndef RNND_MODEL_FILE_H
 #define RNND_MODEL_FILE_H
 
+#include <hdf5.h>
+
 #include "rnnd/model.h"
 
 #define RNND_MODEL_FORMAT "rnn_dist-model"
@@ -21,5 +23,16 @@ void model_file_check_shape(const char *path, const rnnd_model_shape *expected);
 /* Loads every parameter; a missing dataset or one of another shape is an
  * error naming the file and the dataset. */
 void model_file_load_params(const char *path, const rnnd_layout *layout, float *params);
+
+/* Building blocks shared with checkpoints (checkpoint.h): one float32
+ * dataset per parameter name of `flat` in an open group (optionally
+ * Fletcher32-checksummed), read back with shape checks naming
+ * group_name/NAME, the shape attributes, and fsync of a closed file. */
+void model_file_write_tensors(const char *path, hid_t group, const rnnd_layout *layout, const float *flat,
+                              int checksum);
+void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,
+                             float *flat);
+void model_file_write_shape(const char *path, hid_t group, const rnnd_model_shape *s);
+void model_file_sync(const char *path);
 
 #endif

@@ -64,14 +64,24 @@ typedef struct {
   int64_t tokens_seen;
   int64_t fault_flip_step;   /* test hook (RNND_FAULT_FLIP_PARAM); -1 = none */
   int64_t fault_nan_step;    /* test hook (RNND_FAULT_NAN_GRAD); -1 = none */
+  int64_t fault_signal_step; /* test hook (RNND_FAULT_SIGNAL): SIGTERM to self after that step */
   FILE *log;                 /* rank 0: OUTPUT/train.log */
   double start_time;
+  int64_t start_step;        /* step and tokens this process started at (resume) */
+  int64_t start_tokens;
+  double best_valid_loss;    /* lowest validation loss so far (inf: none) */
+  int resumed;               /* started from a checkpoint */
   char model_path[4096];
 } rnnd_trainer;
 
-/* init_model: optional model file whose parameters replace the initial ones. */
-void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model);
-void trainer_run(rnnd_trainer *t);
+/* init_model: optional model file whose parameters replace the initial ones.
+ * resume: optional checkpoint to continue from ("auto": OUTPUT/latest if
+ * there is one, else a fresh start). */
+void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model,
+                  const char *resume);
+/* Trains to the end (or the time limit, or a preemption signal, after which
+ * every rank checkpoints); returns the process exit code. */
+int trainer_run(rnnd_trainer *t);
 
 /* One optimizer step (for tests and tools that drive training themselves). */
 typedef struct {

@@ -106,3 +106,28 @@ void h5_write_string_attr(const char *path, hid_t obj, const char *name, const c
   H5Sclose(space);
   H5Tclose(type);
 }
+
+void h5_write_double_attr(const char *path, hid_t obj, const char *name, double value) {
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = h5_check(H5Acreate2(obj, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT), path,
+                        "cannot create attribute");
+  h5_check(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), path, "cannot write attribute");
+  H5Aclose(attr);
+  H5Sclose(space);
+}
+
+double h5_read_double_attr(const char *path, hid_t obj, const char *obj_name, const char *name) {
+  if (!h5_has_attr(obj, name)) rnnd_input_error("%s: missing attribute %s on %s", path, name, obj_name);
+  hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t type = H5Aget_type(attr);
+  H5T_class_t cls = H5Tget_class(type);
+  H5Tclose(type);
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+    H5Aclose(attr);
+    rnnd_input_error("%s: attribute %s on %s must be a number", path, name, obj_name);
+  }
+  double value = 0;
+  h5_check(H5Aread(attr, H5T_NATIVE_DOUBLE, &value), path, "cannot read attribute");
+  H5Aclose(attr);
+  return value;
+}

@@ -58,18 +58,54 @@ static hid_t create_group(rnnd_metrics *m, const char *name, const column *colum
   return g;
 }
 
-void metrics_open(rnnd_metrics *m, const char *dir, int active) {
+/* Rows of a group whose step is <= last_step; every series is cut to that. */
+static int64_t keep_rows_until(const rnnd_metrics *m, hid_t group, const column *columns, size_t n,
+                               int64_t last_step) {
+  hid_t d = h5_check(H5Dopen2(group, "step", H5P_DEFAULT), m->path, "cannot open a metrics series");
+  hid_t space = H5Dget_space(d);
+  hsize_t rows = 0;
+  H5Sget_simple_extent_dims(space, &rows, NULL);
+  H5Sclose(space);
+  int64_t *steps = RNND_ALLOC(int64_t, rows ? rows : 1, "metrics steps");
+  if (rows) h5_check(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps), m->path, "cannot read steps");
+  H5Dclose(d);
+  hsize_t keep = 0;
+  while (keep < rows && steps[keep] <= last_step) keep++;
+  free(steps);
+  for (size_t i = 0; i < n; i++) {
+    hid_t s = h5_check(H5Dopen2(group, columns[i].name, H5P_DEFAULT), m->path, "cannot open a metrics series");
+    h5_check(H5Dset_extent(s, &keep), m->path, "cannot cut a metrics series");
+    H5Dclose(s);
+  }
+  return (int64_t)keep;
+}
+
+static void reopen(rnnd_metrics *m, int64_t resume_step) {
+  m->file = h5_check(H5Fopen(m->path, H5F_ACC_RDWR, H5P_DEFAULT), m->path, "cannot reopen the metrics file");
+  m->train = h5_check(H5Gopen2(m->file, "train", H5P_DEFAULT), m->path, "cannot open /train");
+  m->valid = h5_check(H5Gopen2(m->file, "val", H5P_DEFAULT), m->path, "cannot open /val");
+  m->test = h5_check(H5Gopen2(m->file, "test", H5P_DEFAULT), m->path, "cannot open /test");
+  m->train_rows = keep_rows_until(m, m->train, step_columns, N_STEP_COLUMNS, resume_step);
+  m->valid_rows = keep_rows_until(m, m->valid, eval_columns, N_EVAL_COLUMNS, resume_step);
+  m->test_rows = keep_rows_until(m, m->test, eval_columns, N_EVAL_COLUMNS, resume_step);
+}
+
+void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_step) {
   memset(m, 0, sizeof *m);
   m->file = m->train = m->valid = m->test = H5I_INVALID_HID;
   if (!active) return;
   h5_quiet();
   snprintf(m->path, sizeof m->path, "%s/metrics.h5", dir);
-  m->file = h5_check(H5Fcreate(m->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), m->path, "cannot create");
-  h5_write_string_attr(m->path, m->file, "format", "rnn_dist-metrics");
-  h5_write_int_attr(m->path, m->file, "format_version", 1);
-  m->train = create_group(m, "train", step_columns, N_STEP_COLUMNS);
-  m->valid = create_group(m, "val", eval_columns, N_EVAL_COLUMNS);
-  m->test = create_group(m, "test", eval_columns, N_EVAL_COLUMNS);
+  if (resume_step >= 0 && H5Fis_hdf5(m->path) > 0) {
+    reopen(m, resume_step);
+  } else {
+    m->file = h5_check(H5Fcreate(m->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), m->path, "cannot create");
+    h5_write_string_attr(m->path, m->file, "format", "rnn_dist-metrics");
+    h5_write_int_attr(m->path, m->file, "format_version", 1);
+    m->train = create_group(m, "train", step_columns, N_STEP_COLUMNS);
+    m->valid = create_group(m, "val", eval_columns, N_EVAL_COLUMNS);
+    m->test = create_group(m, "test", eval_columns, N_EVAL_COLUMNS);
+  }
   m->capacity = 256;
   m->pending = RNND_ALLOC(rnnd_step_metrics, (size_t)m->capacity, "metrics rows");
   m->column_buffer = rnnd_malloc((size_t)m->capacity * 8, "metrics column");

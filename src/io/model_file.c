@@ -11,14 +11,30 @@
 #include "rnnd/common.h"
 #include "rnnd/h5util.h"
 
-static void write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data) {
+/* checksum: one chunk of at most 16 Mi values a dataset, with HDF5's
+ * Fletcher32 filter, so a flipped byte fails the read. */
+static void write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data, int checksum) {
   hsize_t dims[2] = {(hsize_t)v->rows, (hsize_t)v->cols};
   hid_t space = H5Screate_simple(v->ndim, dims, NULL);
-  hid_t set = h5_check(H5Dcreate2(group, v->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                       path, "cannot create model dataset");
+  hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+  if (checksum) {
+    hsize_t chunk[2] = {dims[0], dims[1]};
+    while (chunk[0] > 1 && chunk[0] * (v->ndim == 2 ? chunk[1] : 1) > (1u << 24)) chunk[0] = (chunk[0] + 1) / 2;
+    h5_check(H5Pset_chunk(plist, v->ndim, chunk), path, "cannot set chunking");
+    h5_check(H5Pset_fletcher32(plist), path, "cannot set the Fletcher32 checksum");
+  }
+  hid_t set = h5_check(H5Dcreate2(group, v->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT), path,
+                       "cannot create model dataset");
   h5_check(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "cannot write model dataset");
   H5Dclose(set);
+  H5Pclose(plist);
   H5Sclose(space);
+}
+
+void model_file_write_tensors(const char *path, hid_t group, const rnnd_layout *layout, const float *flat,
+                              int checksum) {
+  for (int i = 0; i < layout->n_views; i++)
+    write_view(path, group, &layout->views[i], flat + layout->views[i].offset, checksum);
 }
 
 static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_shape *s) {
@@ -32,9 +48,9 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
 }
 
 /* fsync so the rename below never publishes a file whose data is not on disk. */
-static void sync_file(const char *path) {
+void model_file_sync(const char *path) {
   int fd = open(path, O_RDONLY);
-  if (fd < 0 || fsync(fd) != 0) rnnd_input_error("%s: cannot sync model file (%s)", path, strerror(errno));
+  if (fd < 0 || fsync(fd) != 0) rnnd_input_error("%s: cannot sync (%s)", path, strerror(errno));
   close(fd);
 }
 
@@ -50,13 +66,13 @@ void model_file_write(const char *path, const rnnd_layout *layout, const float *
   hid_t group = h5_check(H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp,
                          "cannot create /model");
   write_shape_attrs(tmp, group, &layout->shape);
-  for (int i = 0; i < layout->n_views; i++) write_view(tmp, group, &layout->views[i], params + layout->views[i].offset);
+  model_file_write_tensors(tmp, group, layout, params, 0);
   H5Gclose(group);
   if (H5Fclose(file) < 0) {
     unlink(tmp);
     rnnd_input_error("%s: cannot write model file (disk full?)", tmp);
   }
-  sync_file(tmp);
+  model_file_sync(tmp);
   if (rename(tmp, path) != 0) {
     unlink(tmp);
     rnnd_input_error("%s: cannot rename model file into place (%s)", path, strerror(errno));
@@ -127,8 +143,10 @@ static void format_shape(char *buf, size_t size, int ndim, long long rows, long 
   else snprintf(buf, size, "(rank %d)", ndim);
 }
 
-static void read_view(const char *path, hid_t group, const rnnd_param_view *v, float *data) {
-  if (H5Lexists(group, v->name, H5P_DEFAULT) <= 0) rnnd_input_error("%s: missing dataset /model/%s", path, v->name);
+static void read_view(const char *path, hid_t group, const char *group_name, const rnnd_param_view *v,
+                      float *data) {
+  if (H5Lexists(group, v->name, H5P_DEFAULT) <= 0)
+    rnnd_input_error("%s: missing dataset %s/%s", path, group_name, v->name);
   hid_t set = h5_check(H5Dopen2(group, v->name, H5P_DEFAULT), path, "cannot open model dataset");
   hid_t space = H5Dget_space(set);
   hsize_t dims[2] = {0, 1};
@@ -138,9 +156,11 @@ static void read_view(const char *path, hid_t group, const rnnd_param_view *v, f
     char got[64], want[64];
     format_shape(got, sizeof got, ndim, (long long)dims[0], (long long)dims[1]);
     format_shape(want, sizeof want, v->ndim, (long long)v->rows, (long long)v->cols);
-    rnnd_input_error("%s: /model/%s has shape %s but %s is expected", path, v->name, got, want);
+    rnnd_input_error("%s: %s/%s has shape %s but %s is expected", path, group_name, v->name, got, want);
   }
-  h5_check(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "cannot read model dataset");
+  char what[256];
+  snprintf(what, sizeof what, "cannot read %s/%s (corrupt or truncated?)", group_name, v->name);
+  h5_check(H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, what);
   H5Sclose(space);
   H5Dclose(set);
 }
@@ -149,8 +169,17 @@ void model_file_load_params(const char *path, const rnnd_layout *layout, float *
   model_file_check_shape(path, &layout->shape);
   hid_t file = h5_open_read(path);
   hid_t group = open_model_group(path, file);
-  for (int i = 0; i < layout->n_views; i++)
-    if (!layout->views[i].alias) read_view(path, group, &layout->views[i], params + layout->views[i].offset);
+  model_file_read_tensors(path, group, "/model", layout, params);
   H5Gclose(group);
   H5Fclose(file);
+}
+
+void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,
+                             float *flat) {
+  for (int i = 0; i < layout->n_views; i++)
+    if (!layout->views[i].alias) read_view(path, group, group_name, &layout->views[i], flat + layout->views[i].offset);
+}
+
+void model_file_write_shape(const char *path, hid_t group, const rnnd_model_shape *s) {
+  write_shape_attrs(path, group, s);
 }

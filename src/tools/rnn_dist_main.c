@@ -17,13 +17,16 @@ static void print_help(void) {
   printf(
       "rnn_dist %s — distributed GRU/LSTM trainer\n\n"
       "usage:\n"
-      "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5] [--dry-run]\n"
+      "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5 | --resume CKPT|auto] [--dry-run]\n"
       "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
       "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
       "train options:\n"
       "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [output]\n"
       "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
       "  --init MODEL.h5        start from the parameters of a model file of the same shape\n"
+      "  --resume CKPT|auto     continue from a checkpoint (weights, optimizer, loss scale, batch plan position,\n"
+      "                         counters) as if never stopped; auto: OUTPUT/latest if there is one, else start fresh\n"
+      "                         (SIGTERM/SIGUSR1 make every rank checkpoint at the next step and exit)\n"
       "  --dry-run              check the configuration, print it resolved, and exit\n"
       "eval options:\n"
       "  --checkpoint MODEL.h5  model file written by training\n"
@@ -105,7 +108,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
 static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
   rnnd_config cfg;
   config_init_defaults(&cfg);
-  const char *init_model = NULL;
+  const char *init_model = NULL, *resume = NULL;
   int dry_run = 0;
   /* --config first, so --set overrides apply on top of it wherever they appear. */
   for (int i = first; i < argc; i++)
@@ -114,6 +117,7 @@ static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
     if (!strcmp(argv[i], "--config")) i++;
     else if (!strcmp(argv[i], "--set")) config_apply_override(&cfg, option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--init")) init_model = option_value(argc, argv, &i);
+    else if (!strcmp(argv[i], "--resume")) resume = option_value(argc, argv, &i);
     else if (!strcmp(argv[i], "--dry-run")) dry_run = 1;
     else rnnd_input_error("unknown option '%s' (see --help)", argv[i]);
   }
@@ -124,11 +128,12 @@ static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
     return 0;
   }
   rnnd_trainer trainer;
-  trainer_init(&trainer, &cfg, comm, init_model);
-  trainer_run(&trainer);
+  if (init_model && resume) rnnd_input_error("--init and --resume exclude each other (a checkpoint has the weights)");
+  trainer_init(&trainer, &cfg, comm, init_model, resume);
+  int code = trainer_run(&trainer);
   trainer_free(&trainer);
   config_free(&cfg);
-  return 0;
+  return code;
 }
 
 int main(int argc, char **argv) {

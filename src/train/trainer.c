@@ -4,13 +4,16 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "rnnd/common.h"
+#include "rnnd/checkpoint.h"
 #include "rnnd/model_file.h"
+#include "rnnd/preempt.h"
 #include "rnnd/rng.h"
 
 static int64_t fault_step(const char *variable, int rank);
@@ -50,7 +53,7 @@ static void make_directories(const char *path) {
   }
 }
 
-static void open_outputs(rnnd_trainer *t) {
+static void open_outputs(rnnd_trainer *t, int append) {
   if (t->comm->rank != 0) return;
   const char *dir = t->cfg->output.dir;
   make_directories(dir);
@@ -62,7 +65,7 @@ static void open_outputs(rnnd_trainer *t) {
   config_write(t->cfg, f);
   if (fclose(f) != 0) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
   snprintf(path, sizeof path, "%s/train.log", dir);
-  t->log = fopen(path, "w");
+  t->log = fopen(path, append ? "a" : "w");
   if (!t->log) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
 }
 
@@ -114,7 +117,38 @@ static void create_backend(rnnd_trainer *t) {
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
 }
 
-void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model) {
+/* Restores a checkpoint's weights, optimizer, scaler, plan position and counters. */
+static void resume_from(rnnd_trainer *t, const char *path) {
+  rnnd_train_state st;
+  checkpoint_load(path, &t->layout, t->params, &t->optimizer, &t->scaler, &st);
+  if (st.seed != (uint64_t)t->cfg->train.seed)
+    rnnd_input_error("%s: checkpoint was trained with train.seed = %llu but the config says %ld (the batch plan "
+                     "and dropout depend on it)", path, (unsigned long long)st.seed, t->cfg->train.seed);
+  sampler_start_epoch(&t->train_sampler, st.epoch);
+  if (st.next_batch > t->train_sampler.n_batches)
+    rnnd_input_error("%s: /state next_batch = %lld but an epoch has %lld batches (another data set or batch size?)",
+                     path, (long long)st.next_batch, (long long)t->train_sampler.n_batches);
+  t->train_sampler.next_batch = st.next_batch;
+  t->step = st.step;
+  t->epoch = st.epoch;
+  t->tokens_seen = st.tokens_seen;
+  t->best_valid_loss = st.best_valid_loss;
+  t->resumed = 1;
+  rnnd_print0("rnn_dist: resumed from %s at step %lld (epoch %lld, batch %lld; saved by %d rank%s)\n", path,
+              (long long)st.step, (long long)st.epoch, (long long)st.next_batch, st.world_size,
+              st.world_size == 1 ? "" : "s");
+}
+
+/* "auto": OUTPUT/latest if present; NULL for a fresh start. */
+static const char *resume_path(const rnnd_config *cfg, const char *resume, char *buf, size_t size) {
+  if (!resume || strcmp(resume, "auto")) return resume;
+  if (checkpoint_latest(cfg->output.dir, buf, size)) return buf;
+  rnnd_print0("rnn_dist: --resume auto: no checkpoint in %s, starting fresh\n", cfg->output.dir);
+  return NULL;
+}
+
+void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model,
+                  const char *resume) {
   memset(t, 0, sizeof *t);
   t->cfg = cfg;
   t->comm = comm;
@@ -146,20 +180,26 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
     t->params16 = RNND_ALLOC(uint16_t, t->layout.numel, "16-bit weights");
     t->compute_params = RNND_ALLOC(float, t->layout.numel, "compute weights");
   }
-  refresh_compute_copy(t);
   loss_scaler_init(&t->scaler, &cfg->amp, t->precision);
   optimizer_init(&t->optimizer, &cfg->train, t->layout.numel);
+  t->best_valid_loss = INFINITY;
+  sampler_start_epoch(&t->train_sampler, 0);
+  char latest[4300];
+  const char *checkpoint = resume_path(cfg, resume, latest, sizeof latest);
+  if (checkpoint) resume_from(t, checkpoint);
+  refresh_compute_copy(t);
   create_backend(t);
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
   t->share = RNND_ALLOC(rnnd_piece, t->train_sampler.largest_batch_pieces, "rank share");
   grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
   t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
   t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
-  sampler_start_epoch(&t->train_sampler, 0);
+  t->fault_signal_step = fault_step("RNND_FAULT_SIGNAL", comm->rank);
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
-  open_outputs(t);
-  metrics_open(&t->metrics, cfg->output.dir, comm->rank == 0);
+  open_outputs(t, t->resumed);
+  metrics_open(&t->metrics, cfg->output.dir, comm->rank == 0, t->resumed ? t->step : -1);
+  preempt_install();
 }
 
 void trainer_free(rnnd_trainer *t) {
@@ -372,7 +412,7 @@ static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
 static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *st) {
   double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
   double loss = iv->nll / (double)iv->tokens;
-  double eta = elapsed / (double)t->step * (double)(t->total_steps - t->step);
+  double eta = elapsed / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
   double busy = iv->compute_s + iv->comm_s;
   char elapsed_text[32], eta_text[32], amp_text[96] = "";
   format_duration(elapsed_text, sizeof elapsed_text, elapsed);
@@ -395,6 +435,7 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
   double start = rnnd_now();
   rnnd_eval_result r = evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens;
+  if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
   rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens};
   metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
   trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
@@ -427,21 +468,50 @@ static void print_header(rnnd_trainer *t) {
   if (advice) rnnd_warn0("%s", advice);
 }
 
-static int time_is_up(const rnnd_trainer *t) {
-  int up = t->cfg->train.time_limit_s > 0 && rnnd_now() - t->start_time > t->cfg->train.time_limit_s;
-  comm_broadcast(t->comm, &up, sizeof up, 0); /* rank 0's clock decides for all */
-  return up;
+typedef enum { KEEP_GOING = 0, TIME_IS_UP = 1, PREEMPTED = 2 } stop_reason;
+
+/* Every rank must stop at the same step boundary: a signal on any rank, or
+ * rank 0's clock past the time limit, stops them all (one all-reduce). */
+static stop_reason should_stop(const rnnd_trainer *t) {
+  if (t->step == t->fault_signal_step) raise(SIGTERM);
+  double reason = preempt_signal() ? PREEMPTED : KEEP_GOING;
+  if (reason == KEEP_GOING && t->comm->rank == 0 && t->cfg->train.time_limit_s > 0 &&
+      rnnd_now() - t->start_time > t->cfg->train.time_limit_s)
+    reason = TIME_IS_UP;
+  return (stop_reason)comm_allreduce_max_f64(t->comm, reason);
 }
 
-void trainer_run(rnnd_trainer *t) {
+static void save_checkpoint(rnnd_trainer *t) {
+  if (t->comm->rank != 0) return;
+  char *config_text = NULL;
+  size_t config_size = 0;
+  FILE *memory = open_memstream(&config_text, &config_size);
+  if (!memory) RNND_FAIL("open_memstream failed");
+  config_write(t->cfg, memory);
+  fclose(memory);
+  rnnd_train_state state = {.step = t->step, .epoch = t->epoch, .next_batch = t->train_sampler.next_batch,
+                            .tokens_seen = t->tokens_seen, .seed = (uint64_t)t->cfg->train.seed,
+                            .best_valid_loss = t->best_valid_loss, .world_size = t->comm->size};
+  rnnd_checkpoint_view view = {&t->layout, t->params, &t->optimizer, &t->scaler, &state, config_text,
+                               t->cfg->data.max_len};
+  checkpoint_save(t->cfg->output.dir, t->cfg->output.keep, &view);
+  free(config_text);
+  trainer_log(t, "checkpoint step %lld | %s/ckpt_step%08lld.h5\n", (long long)t->step, t->cfg->output.dir,
+              (long long)t->step);
+}
+
+int trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   print_header(t);
   t->start_time = rnnd_now();
+  t->start_step = t->step;
+  t->start_tokens = t->tokens_seen;
   interval iv = {.start = t->start_time};
   rnnd_step_stats st = {0};
   double valid_loss = NAN;
   int64_t valid_step = -1; /* step of valid_loss, so the end does not repeat it */
-  while (t->step < t->total_steps && !time_is_up(t)) {
+  stop_reason stop = KEEP_GOING;
+  while (t->step < t->total_steps && (stop = should_stop(t)) == KEEP_GOING) {
     st = trainer_train_step(t);
     interval_add(&iv, &st);
     record_step(t, &st);
@@ -452,8 +522,17 @@ void trainer_run(rnnd_trainer *t) {
       valid_step = t->step;
     }
     if (cfg->output.save_every && t->step % cfg->output.save_every == 0) save_model(t);
+    if (cfg->output.checkpoint_every && t->step % cfg->output.checkpoint_every == 0) save_checkpoint(t);
   }
   if (iv.tokens) log_progress(t, &iv, &st);
+  if (stop == PREEMPTED) {
+    trainer_log(t, "preempted: every rank stopped after step %lld; checkpointing and exiting with code %d\n",
+                (long long)t->step, cfg->output.preempt_exit_code);
+    save_checkpoint(t);
+    metrics_flush(&t->metrics);
+    return cfg->output.preempt_exit_code;
+  }
+  save_checkpoint(t);
   double train_seconds = rnnd_now() - t->start_time;
   save_model(t);
   if (t->valid.present && valid_step != t->step) valid_loss = report_eval(t, &t->valid, "valid");
@@ -461,7 +540,7 @@ void trainer_run(rnnd_trainer *t) {
   char took[32];
   format_duration(took, sizeof took, train_seconds);
   trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), peak memory %.0f MiB\n", (long long)t->step,
-              (long long)t->tokens_seen, took, (double)t->tokens_seen / train_seconds,
+              (long long)t->tokens_seen, took, (double)(t->tokens_seen - t->start_tokens) / train_seconds,
               (double)memory_bytes(t) / 1048576.0);
   rnnd_memory m = trainer_memory(t);
   trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
@@ -474,4 +553,5 @@ void trainer_run(rnnd_trainer *t) {
   if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
   trainer_log(t, "summary: model %s, log %s/train.log, metrics %s, config %s/config.ini\n", t->model_path,
               cfg->output.dir, t->metrics.path, cfg->output.dir);
+  return 0;
 }

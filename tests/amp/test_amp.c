@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) config_apply_override(&cfg, fixed[i]);
   config_finalize(&cfg);
   rnnd_trainer t;
-  trainer_init(&t, &cfg, &comm, NULL);
+  trainer_init(&t, &cfg, &comm, NULL, NULL);
   check_overflow(&t);
   check_growth(&t);
   check_nan_on_one_rank(&t);

@@ -1,0 +1,63 @@
+/* checkpoint.h — HDF5 training checkpoints (docs/formats.md, "Checkpoint"):
+ * everything a run needs to continue as if never stopped.
+ *
+ *   /model      the model file's group: shape attributes, one float32
+ *               dataset per PyTorch name (so a checkpoint is also a model
+ *               file for eval, --init and PyTorch)
+ *   /optimizer  attributes kind, steps and hyper-parameters; groups m and v
+ *               (Adam's moments, SGD's momentum in m) with the same names
+ *   /amp        loss scale, growth tracker, skipped-step count
+ *   /state      step, epoch, next_batch (index of the next global batch in
+ *               the epoch's plan), seed, tokens_seen, best_valid_loss,
+ *               world_size (informational: resuming at another is fine)
+ *   /config     the fully resolved configuration (INI text), as attribute
+ * Every dataset carries HDF5's Fletcher32 checksum; root attributes format
+ * = "rnn_dist-checkpoint", format_version (this reader: 1), max_len.
+ *
+ * checkpoint_save writes NAME.tmp, closes and fsyncs it, renames it into
+ * place, fsyncs the directory, removes all but the newest `keep`
+ * checkpoints of the directory and then points DIR/latest at the new one
+ * (written the same way), so a crash at any moment leaves the previous
+ * checkpoint and pointer intact. */
+#ifndef RNND_CHECKPOINT_H
+#define RNND_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "rnnd/amp.h"
+#include "rnnd/model.h"
+#include "rnnd/optim.h"
+
+#define RNND_CHECKPOINT_FORMAT "rnn_dist-checkpoint"
+#define RNND_CHECKPOINT_FORMAT_VERSION 1
+
+typedef struct {
+  int64_t step, epoch, next_batch, tokens_seen;
+  uint64_t seed;
+  double best_valid_loss;
+  int world_size;
+} rnnd_train_state;
+
+typedef struct {
+  const rnnd_layout *layout;
+  const float *params;        /* fp32 master weights */
+  const rnnd_optimizer *optimizer;
+  const rnnd_loss_scaler *scaler;
+  const rnnd_train_state *state;
+  const char *config_text;
+  int max_len;
+} rnnd_checkpoint_view;
+
+/* Writes DIR/ckpt_stepNNNNNNNN.h5 atomically and updates DIR/latest;
+ * returns nothing, fails with a one-line error (exit 2) and no file under
+ * the final name if the disk is full or the directory unwritable. */
+void checkpoint_save(const char *dir, int keep, const rnnd_checkpoint_view *c);
+/* Restores params, optimizer state (same kind and size), scaler and state.
+ * A file of another format, a newer version, another model shape (the
+ * tensors that differ are named) or a failing checksum is an input error. */
+void checkpoint_load(const char *path, const rnnd_layout *layout, float *params, rnnd_optimizer *optimizer,
+                     rnnd_loss_scaler *scaler, rnnd_train_state *state);
+/* DIR/latest's checkpoint path into buf; 0 if there is none. */
+int checkpoint_latest(const char *dir, char *buf, size_t size);
+
+#endif

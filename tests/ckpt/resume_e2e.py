@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Checkpoints and resume: a run stopped by a signal and resumed ends
+bitwise where an uninterrupted run ends.
+
+For GRU and LSTM, fp32 and fp16, 1 and 2 ranks: train N steps straight;
+then train again, stopped after K steps by SIGTERM (raised by the
+RNND_FAULT_SIGNAL test hook inside the process, through the real handler),
+which must checkpoint and exit 0, and resume with --resume auto to N steps.
+The final parameters must be bitwise equal, and metrics.h5 must hold every
+step once. Also:
+  - resume at another world size (stopped at 3 ranks, resumed at 2 and at 1):
+    the same global batches, losses within 1e-4 of the uninterrupted 3-rank run;
+  - output.keep: only the newest checkpoints stay, `latest` names the newest;
+  - a truncated checkpoint, one with a flipped byte (Fletcher32), one of
+    another model shape and one of a newer format version: one error line,
+    exit 2.
+usage: resume_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+p = argparse.ArgumentParser()
+for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
+    p.add_argument(k, required=True)
+a = p.parse_args()
+shutil.rmtree(a.work, ignore_errors=True)
+os.makedirs(a.work)
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+for hook in ["RNND_FAULT_SIGNAL", "RNND_FAULT_NAN_GRAD", "RNND_FAULT_FLIP_PARAM"]:
+    env.pop(hook, None)
+N, K = 16, 7
+common = ["--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "data.valid=none",
+          "--set", f"train.steps={N}", "--set", "model.embed=32", "--set", "model.hidden=32",
+          "--set", "model.dropout=0.1", "--set", "train.global_batch=12", "--set", "train.log_every=4",
+          "--set", "train.threads=1", "--set", "train.lr_schedule=cosine", "--set", "train.warmup_steps=3"]
+passed, failures = 0, []
+
+
+def check(ok, what):
+    global passed
+    if ok:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL " + what)
+
+
+def run(ranks, out, extra=(), hook=None):
+    cmd = [a.mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none", a.rnn_dist, *common,
+           "--set", f"output.dir={out}", *extra]
+    e = dict(env, RNND_FAULT_SIGNAL=hook) if hook else env
+    r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300)
+    if r.returncode != 0:
+        print(f"--- {out}: exit {r.returncode}\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return r
+
+
+def params(out):
+    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
+        return {k: f["model"][k][()] for k in f["model"]}
+
+
+def train_losses(out):
+    with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
+        return f["train"]["step"][:], f["train"]["loss"][:]
+
+
+for cell in ["gru", "lstm"]:
+    for precision in ["fp32", "fp16"]:
+        for ranks in [1, 2]:
+            name = f"{cell}_{precision}_np{ranks}"
+            extra = ["--set", f"model.cell={cell}", "--set", f"train.precision={precision}"]
+            straight, split = os.path.join(a.work, name + "_straight"), os.path.join(a.work, name + "_split")
+            r1 = run(ranks, straight, extra)
+            r2 = run(ranks, split, extra, hook=f"0:{K}")
+            check(r2.returncode == 0 and "preempted: every rank stopped after step 7" in r2.stdout,
+                  f"{name}: SIGTERM did not stop the run at step {K} with exit 0")
+            check(not os.path.exists(os.path.join(split, "model.h5")), f"{name}: a preempted run wrote model.h5")
+            r3 = run(ranks, split, [*extra, "--resume", "auto"])
+            if r1.returncode or r2.returncode or r3.returncode:
+                check(False, f"{name}: a run failed")
+                continue
+            pa, pb = params(straight), params(split)
+            same = all(np.array_equal(pa[k], pb[k]) for k in pa)
+            steps, _ = train_losses(split)
+            print(f"{name}: stopped at {K}, resumed to {N}: parameters bitwise equal: {same}; metrics steps "
+                  f"{steps.min()}..{steps.max()} ({len(steps)} rows)")
+            check(same, f"{name}: resumed parameters differ from the uninterrupted run")
+            check(list(steps) == list(range(1, N + 1)), f"{name}: metrics steps {list(steps)}")
+
+# Another world size: stop at 3 ranks, resume at 2 and 1.
+ref = os.path.join(a.work, "ws3_straight")
+run(3, ref)
+_, ref_loss = train_losses(ref)
+stopped = os.path.join(a.work, "ws3_split")
+run(3, stopped, hook=f"0:{K}")
+for ranks in [2, 1]:
+    out = os.path.join(a.work, f"ws3_to_{ranks}")
+    shutil.copytree(stopped, out)
+    r = run(ranks, out, ["--resume", "auto"])
+    if r.returncode:
+        check(False, f"resume at {ranks} ranks failed")
+        continue
+    steps, loss = train_losses(out)
+    rel = np.abs(loss[K:] - ref_loss[K:]) / ref_loss[K:]
+    print(f"saved at 3 ranks, resumed at {ranks}: steps {K + 1}..{N} loss max relative difference {rel.max():.2e}")
+    check(rel.max() <= 1e-4, f"resume at {ranks} ranks: losses differ by {rel.max():.2e}")
+
+# Retention: checkpoint every 3 steps, keep 2.
+keep = os.path.join(a.work, "keep")
+run(1, keep, ["--set", "output.checkpoint_every=3", "--set", "output.keep=2"])
+kept = sorted(f for f in os.listdir(keep) if f.startswith("ckpt_step"))
+latest = open(os.path.join(keep, "latest")).read().strip()
+print(f"checkpoint_every 3, keep 2: {kept}, latest -> {latest}")
+check(kept == ["ckpt_step00000015.h5", "ckpt_step00000016.h5"], f"kept {kept}")
+check(latest == "ckpt_step00000016.h5", f"latest names {latest}")
+check(not any(f.endswith(".tmp") for f in os.listdir(keep)), "a .tmp file was left behind")
+
+# Bad checkpoints: one line, exit 2.
+good = os.path.join(keep, "ckpt_step00000016.h5")
+bad_dir = os.path.join(a.work, "bad")
+os.makedirs(bad_dir)
+with open(good, "rb") as f:
+    data = bytearray(f.read())
+cases = {}
+cases["truncated"] = data[: len(data) // 2]
+with h5py.File(good, "r") as f:  # flip a byte inside the embedding's stored data
+    offset = f["model"]["embedding.weight"].id.get_chunk_info(0).byte_offset
+flipped = bytearray(data)
+flipped[offset + 1000] ^= 0x40
+cases["flipped"] = flipped
+for name, content in cases.items():
+    with open(os.path.join(bad_dir, name + ".h5"), "wb") as f:
+        f.write(content)
+shutil.copy(good, os.path.join(bad_dir, "newer.h5"))
+with h5py.File(os.path.join(bad_dir, "newer.h5"), "a") as f:
+    f.attrs["format_version"] = np.int64(99)
+expect = {"truncated": "", "flipped": "embedding.weight", "newer": "format_version 99"}
+for name, needle in expect.items():
+    path = os.path.join(bad_dir, name + ".h5")
+    r = subprocess.run([a.rnn_dist, *common, "--set", f"output.dir={bad_dir}/out_{name}", "--resume", path],
+                       capture_output=True, text=True, env=env, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    print(f"{name} checkpoint: exit {r.returncode}: {lines}")
+    check(r.returncode == 2 and len(lines) == 1 and path in lines[0] and needle in lines[0],
+          f"{name} checkpoint: exit {r.returncode}, stderr {lines}")
+r = subprocess.run([a.rnn_dist, *common, "--set", "model.hidden=48", "--set", f"output.dir={bad_dir}/out_shape",
+                    "--resume", good], capture_output=True, text=True, env=env, timeout=60)
+lines = r.stderr.strip().splitlines()
+print(f"other shape: exit {r.returncode}: {lines}")
+check(r.returncode == 2 and len(lines) == 1 and "hidden = 32 but 48 is expected" in lines[0],
+      f"another shape: exit {r.returncode}, stderr {lines}")
+
+print(f"{passed} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
