@@ -11,6 +11,7 @@ step once. Also:
   - resume at another world size (stopped at 3 ranks, resumed at 2 and at 1):
     the same global batches, losses within 1e-4 of the uninterrupted 3-rank run;
   - output.keep: only the newest checkpoints stay, `latest` names the newest;
+  - bench/plot_metrics.py turns the resumed run's metrics into PNGs;
   - a truncated checkpoint, one with a flipped byte (Fletcher32), one of
     another model shape and one of a newer format version: one error line,
     exit 2.
@@ -25,7 +26,7 @@ import h5py
 import numpy as np
 
 p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
+for k in ["--rnn-dist", "--mpirun", "--data", "--work", "--plot"]:
     p.add_argument(k, required=True)
 a = p.parse_args()
 shutil.rmtree(a.work, ignore_errors=True)
@@ -120,6 +121,15 @@ print(f"checkpoint_every 3, keep 2: {kept}, latest -> {latest}")
 check(kept == ["ckpt_step00000015.h5", "ckpt_step00000016.h5"], f"kept {kept}")
 check(latest == "ckpt_step00000016.h5", f"latest names {latest}")
 check(not any(f.endswith(".tmp") for f in os.listdir(keep)), "a .tmp file was left behind")
+
+# Plots of a resumed run's metrics.
+plots = os.path.join(a.work, "plots")
+r = subprocess.run([sys.executable, a.plot, os.path.join(a.work, "gru_fp16_np2_split"), keep, "--out", plots],
+                   capture_output=True, text=True)
+pngs = sorted(f for f in os.listdir(plots) if f.endswith(".png")) if os.path.isdir(plots) else []
+print(f"plot_metrics: exit {r.returncode}, {pngs}")
+check(r.returncode == 0 and len(pngs) == 6 and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
+      f"plot_metrics: exit {r.returncode}, {pngs}, {r.stderr[-300:]}")
 
 # Bad checkpoints: one line, exit 2.
 good = os.path.join(keep, "ckpt_step00000016.h5")
