@@ -46,6 +46,7 @@ typedef struct {
   const rnnd_train_state *state;
   const char *config_text;
   int max_len;
+  double test_delay_s; /* test hook: pause this long with the .tmp written, before the rename */
 } rnnd_checkpoint_view;
 
 /* Writes DIR/ckpt_stepNNNNNNNN.h5 atomically and updates DIR/latest;

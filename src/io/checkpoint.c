@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rnnd/common.h"
@@ -142,6 +143,10 @@ void checkpoint_save(const char *dir, int keep, const rnnd_checkpoint_view *c) {
   snprintf(final, sizeof final, "%s/%s", dir, name);
   snprintf(tmp, sizeof tmp, "%s.tmp", final);
   write_contents(tmp, c);
+  if (c->test_delay_s > 0) {
+    struct timespec pause = {(time_t)c->test_delay_s, (long)((c->test_delay_s - (double)(time_t)c->test_delay_s) * 1e9)};
+    nanosleep(&pause, NULL);
+  }
   publish(dir, tmp, final);
   prune(dir, keep);
   point_latest_at(dir, name);

@@ -492,8 +492,9 @@ static void save_checkpoint(rnnd_trainer *t) {
   rnnd_train_state state = {.step = t->step, .epoch = t->epoch, .next_batch = t->train_sampler.next_batch,
                             .tokens_seen = t->tokens_seen, .seed = (uint64_t)t->cfg->train.seed,
                             .best_valid_loss = t->best_valid_loss, .world_size = t->comm->size};
-  rnnd_checkpoint_view view = {&t->layout, t->params, &t->optimizer, &t->scaler, &state, config_text,
-                               t->cfg->data.max_len};
+  const char *delay = getenv("RNND_FAULT_CHECKPOINT_DELAY"); /* test hook: seconds */
+  rnnd_checkpoint_view view = {&t->layout, t->params,          &t->optimizer,        &t->scaler,
+                               &state,     config_text,        t->cfg->data.max_len, delay ? atof(delay) : 0.0};
   checkpoint_save(t->cfg->output.dir, t->cfg->output.keep, &view);
   free(config_text);
   trainer_log(t, "checkpoint step %lld | %s/ckpt_step%08lld.h5\n", (long long)t->step, t->cfg->output.dir,

@@ -10,6 +10,9 @@ The final parameters must be bitwise equal, and metrics.h5 must hold every
 step once. Also:
   - resume at another world size (stopped at 3 ranks, resumed at 2 and at 1):
     the same global batches, losses within 1e-4 of the uninterrupted 3-rank run;
+  - SIGKILL during a checkpoint write (RNND_FAULT_CHECKPOINT_DELAY holds the
+    .tmp file open for a while): the previous checkpoint and `latest` stay
+    valid, and --resume auto continues from them to the same end;
   - output.keep: only the newest checkpoints stay, `latest` names the newest;
   - bench/plot_metrics.py turns the resumed run's metrics into PNGs;
   - a truncated checkpoint, one with a flipped byte (Fletcher32), one of
@@ -21,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -121,6 +125,29 @@ print(f"checkpoint_every 3, keep 2: {kept}, latest -> {latest}")
 check(kept == ["ckpt_step00000015.h5", "ckpt_step00000016.h5"], f"kept {kept}")
 check(latest == "ckpt_step00000016.h5", f"latest names {latest}")
 check(not any(f.endswith(".tmp") for f in os.listdir(keep)), "a .tmp file was left behind")
+
+# SIGKILL while a checkpoint is being written.
+killed = os.path.join(a.work, "killed")
+cmd = [a.rnn_dist, *common, "--set", f"output.dir={killed}", "--set", "output.checkpoint_every=4"]
+proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        env=dict(env, RNND_FAULT_CHECKPOINT_DELAY="3"))
+tmp = os.path.join(killed, "ckpt_step00000008.h5.tmp")
+deadline = time.time() + 120
+while not os.path.exists(tmp) and time.time() < deadline and proc.poll() is None:
+    time.sleep(0.05)
+proc.kill()
+proc.wait()
+latest = open(os.path.join(killed, "latest")).read().strip() if os.path.exists(os.path.join(killed, "latest")) else ""
+print(f"killed while writing {os.path.basename(tmp)}: tmp existed {os.path.exists(tmp)}, latest -> {latest}")
+check(latest == "ckpt_step00000004.h5", f"after the kill, latest names '{latest}'")
+r = run(1, killed, ["--resume", "auto"])
+if r.returncode == 0:
+    same = all(np.array_equal(v, params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
+               for k, v in params(killed).items())
+    print(f"resumed from step 4 after the kill: parameters equal the uninterrupted run's: {same}")
+    check("resumed from" in r.stdout and "step 4" in r.stdout and same, "resume after the kill went wrong")
+else:
+    check(False, "resume after the kill failed")
 
 # Plots of a resumed run's metrics.
 plots = os.path.join(a.work, "plots")
