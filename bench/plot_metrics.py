@@ -11,6 +11,7 @@ directory), so scaling studies and precision comparisons read at a glance:
   grad_norm.png  global gradient norm before clipping (log scale)
   loss_scale.png loss scale (fp16 runs; log scale), skipped steps marked
   comm.png       share of step time in the gradient all-reduce
+  update_ratio.png  |update| / |weights| per step (log scale)
 Needs h5py and matplotlib (Debian: python3-h5py python3-matplotlib)."""
 import argparse
 import os
@@ -114,6 +115,12 @@ def main():
         ok = busy > 0
         ax.plot(t["step"][ok], rolling_median(100 * t["comm_s"][ok] / busy[ok]), lw=0.8, label=r["label"])
     figure(a.out, "comm.png", "time in the gradient all-reduce", "% of step", runs, comm)
+
+    def ratio(ax, r):
+        t = r["train"]
+        ok = t["update_ratio"] > 0
+        ax.plot(t["step"][ok], t["update_ratio"][ok], lw=0.6, label=r["label"])
+    figure(a.out, "update_ratio.png", "update-to-weight ratio", "|update| / |weights|", runs, ratio, log=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
  *           lr, grad_norm (before clipping), imbalance (max/mean tokens over
  *           ranks), compute_s and comm_s (this rank's seconds in the backend
  *           and in the gradient all-reduce), elapsed_s, loss_scale, skipped,
- *           growth_tracker, underflow (mixed precision)
+ *           growth_tracker, underflow (mixed precision), ppl, tokens_per_s,
+ *           param_norm, update_ratio, memory_bytes
  *   /val/<series>, /test/<series>  one value per evaluation: step, loss,
  *           ppl, tokens
  *
@@ -33,6 +34,11 @@ typedef struct {
   int32_t skipped;        /* 1: non-finite gradient, no update */
   int64_t growth_tracker; /* finite steps in a row since the scale last changed */
   double underflow;       /* share of non-zero gradient values lost to 16-bit rounding */
+  double ppl;             /* exp(loss) */
+  double tokens_per_s;    /* the whole job's, this step */
+  double param_norm;      /* of the fp32 master weights after the step */
+  double update_ratio;    /* |update| / |weights| */
+  int64_t memory_bytes;   /* bytes held (allocated once: the peak) */
 } rnnd_step_metrics;
 
 typedef struct {

@@ -22,7 +22,10 @@ typedef struct {
 } rnnd_optimizer;
 
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel);
-void optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr);
+/* Applies one update and returns its L2 norm (for the update-to-weight ratio). */
+double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr);
+/* L2 norm of a flat buffer, accumulated in double. */
+double flat_norm(const float *x, size_t n);
 size_t optimizer_state_bytes(const rnnd_optimizer *opt);
 void optimizer_free(rnnd_optimizer *opt);
 

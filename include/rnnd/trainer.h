@@ -94,6 +94,9 @@ typedef struct {
   double loss_scale; /* the scale this step's backward used */
   int skipped;       /* non-finite gradient: no update was applied */
   double underflow;  /* share of non-zero gradient values that rounding to 16 bits turned to zero */
+  double param_norm; /* of the master weights after the step */
+  double update_ratio; /* |update| / |weights| of the step: a health signal */
+  double step_s;     /* wall seconds of the whole step */
 } rnnd_step_stats;
 rnnd_step_stats trainer_train_step(rnnd_trainer *t);
 

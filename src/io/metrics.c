@@ -25,6 +25,9 @@ static const column step_columns[] = {
     STEP_COLUMN(comm_s, COLUMN_DOUBLE),      STEP_COLUMN(elapsed_s, COLUMN_DOUBLE),
     STEP_COLUMN(loss_scale, COLUMN_DOUBLE),  STEP_COLUMN(skipped, COLUMN_INT32),
     STEP_COLUMN(growth_tracker, COLUMN_INT64), STEP_COLUMN(underflow, COLUMN_DOUBLE),
+    STEP_COLUMN(ppl, COLUMN_DOUBLE),         STEP_COLUMN(tokens_per_s, COLUMN_DOUBLE),
+    STEP_COLUMN(param_norm, COLUMN_DOUBLE),  STEP_COLUMN(update_ratio, COLUMN_DOUBLE),
+    STEP_COLUMN(memory_bytes, COLUMN_INT64),
 };
 #define EVAL_COLUMN(field, type) {#field, offsetof(rnnd_eval_metrics, field), type}
 static const column eval_columns[] = {EVAL_COLUMN(step, COLUMN_INT64), EVAL_COLUMN(loss, COLUMN_DOUBLE),

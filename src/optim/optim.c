@@ -32,26 +32,31 @@ void optimizer_free(rnnd_optimizer *opt) {
 
 /* Same operation order as torch.optim.Adam (single-tensor path):
  * denom = sqrt(v) / sqrt(1 - b2^t) + eps;  p -= lr / (1 - b1^t) * m / denom. */
-static void adam_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+static double adam_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
   const float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
   const float wd = (float)opt->weight_decay;
   const double t = (double)opt->steps;
   const float step_size = (float)(lr / (1.0 - pow(opt->beta1, t)));
   const float correction2_sqrt = (float)sqrt(1.0 - pow(opt->beta2, t));
   float *m = opt->m, *v = opt->v;
+  double squares = 0.0;
   for (size_t i = 0; i < opt->numel; i++) {
     float g = grads[i] + wd * params[i];
     m[i] = b1 * m[i] + (1.0f - b1) * g;
     v[i] = b2 * v[i] + (1.0f - b2) * g * g;
     float denom = sqrtf(v[i]) / correction2_sqrt + eps;
-    params[i] -= step_size * (m[i] / denom);
+    float update = step_size * (m[i] / denom);
+    params[i] -= update;
+    squares += (double)update * update;
   }
+  return sqrt(squares);
 }
 
 /* torch.optim.SGD with dampening 0: buf = momentum * buf + g (buf = g on the
  * first step), p -= lr * buf. */
-static void sgd_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+static double sgd_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
   const float mu = (float)opt->momentum, wd = (float)opt->weight_decay, rate = (float)lr;
+  double squares = 0.0;
   for (size_t i = 0; i < opt->numel; i++) {
     float g = grads[i] + wd * params[i];
     if (mu != 0.0f) {
@@ -59,13 +64,20 @@ static void sgd_step(rnnd_optimizer *opt, float *params, const float *grads, dou
       g = opt->m[i];
     }
     params[i] -= rate * g;
+    squares += (double)(rate * g) * (rate * g);
   }
+  return sqrt(squares);
 }
 
-void optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
   opt->steps++;
-  if (opt->kind == RNND_OPT_ADAM) adam_step(opt, params, grads, lr);
-  else sgd_step(opt, params, grads, lr);
+  return opt->kind == RNND_OPT_ADAM ? adam_step(opt, params, grads, lr) : sgd_step(opt, params, grads, lr);
+}
+
+double flat_norm(const float *x, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) sum += (double)x[i] * x[i];
+  return sqrt(sum);
 }
 
 double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_steps) {
@@ -81,11 +93,7 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
   }
 }
 
-double grad_global_norm(const float *grads, size_t numel) {
-  double sum = 0.0;
-  for (size_t i = 0; i < numel; i++) sum += (double)grads[i] * grads[i];
-  return sqrt(sum);
-}
+double grad_global_norm(const float *grads, size_t numel) { return flat_norm(grads, numel); }
 
 double grad_clip(float *grads, size_t numel, double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;

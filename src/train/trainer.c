@@ -295,6 +295,7 @@ static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
 rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_step_stats st = {.loss_scale = t->scaler.scale};
+  double start = rnnd_now();
   forward_backward_reduce(t, &st);
   unscale(t->grads, t->layout.numel, st.loss_scale);
   /* The norm of the reduced gradient: the global norm, bitwise the same on
@@ -304,9 +305,14 @@ rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
   st.skipped = !loss_scaler_update(&t->scaler, isfinite(st.grad_norm));
   if (!st.skipped) {
     grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
-    optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
+    double update_norm = optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
     refresh_compute_copy(t);
+    st.param_norm = flat_norm(t->params, t->layout.numel);
+    st.update_ratio = st.param_norm > 0 ? update_norm / st.param_norm : 0.0;
+  } else {
+    st.param_norm = flat_norm(t->params, t->layout.numel);
   }
+  st.step_s = rnnd_now() - start;
   t->step++;
   t->tokens_seen += st.tokens;
   return st;
@@ -402,7 +408,9 @@ static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
                            .imbalance = st->imbalance, .compute_s = st->compute_s, .comm_s = st->comm_s,
                            .elapsed_s = rnnd_now() - t->start_time, .loss_scale = st->loss_scale,
                            .skipped = st->skipped, .growth_tracker = t->scaler.growth_tracker,
-                           .underflow = st->underflow};
+                           .underflow = st->underflow, .ppl = exp(st->nll / (double)st->tokens),
+                           .tokens_per_s = (double)st->tokens / st->step_s, .param_norm = st->param_norm,
+                           .update_ratio = st->update_ratio, .memory_bytes = (int64_t)memory_bytes(t)};
   metrics_add_step(&t->metrics, &row);
 }
 
