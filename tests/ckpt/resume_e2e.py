@@ -14,6 +14,10 @@ step once. Also:
     .tmp file open for a while): the previous checkpoint and `latest` stay
     valid, and --resume auto continues from them to the same end;
   - output.keep: only the newest checkpoints stay, `latest` names the newest;
+  - a real SIGUSR1 (and SIGTERM) sent to mpirun from outside stops a 2-rank
+    job with a checkpoint (SIGUSR1: exit 0) that resumes;
+  - a checkpoint evaluated by PyTorch (bench/torch_lm.py) gives rnn_dist
+    eval's loss within 0.1%;
   - bench/plot_metrics.py turns the resumed run's metrics into PNGs;
   - a truncated checkpoint, one with a flipped byte (Fletcher32), one of
     another model shape and one of a newer format version: one error line,
@@ -22,6 +26,7 @@ usage: resume_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -30,7 +35,7 @@ import h5py
 import numpy as np
 
 p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work", "--plot"]:
+for k in ["--rnn-dist", "--mpirun", "--data", "--work", "--plot", "--torch-lm"]:
     p.add_argument(k, required=True)
 a = p.parse_args()
 shutil.rmtree(a.work, ignore_errors=True)
@@ -148,6 +153,48 @@ if r.returncode == 0:
     check("resumed from" in r.stdout and "step 4" in r.stdout and same, "resume after the kill went wrong")
 else:
     check(False, "resume after the kill failed")
+
+# Signals from outside, to mpirun.
+for sig in [signal.SIGUSR1, signal.SIGTERM]:
+    out = os.path.join(a.work, f"mpirun_{sig.name}")
+    cmd = [a.mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none", a.rnn_dist, *common,
+           "--set", "train.steps=100000", "--set", f"output.dir={out}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not (
+            os.path.exists(os.path.join(out, "metrics.h5")) and os.path.getsize(os.path.join(out, "metrics.h5")) > 0):
+        time.sleep(0.1)
+    time.sleep(2)  # some steps into training
+    proc.send_signal(sig)
+    try:
+        output, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output = proc.communicate()[0]
+    stopped = "preempted: every rank stopped" in output
+    latest = os.path.exists(os.path.join(out, "latest"))
+    print(f"{sig.name} to mpirun: exit {proc.returncode}, all ranks stopped: {stopped}, checkpoint: {latest}")
+    check(stopped and latest, f"{sig.name} to mpirun did not checkpoint")
+    if sig == signal.SIGUSR1:
+        check(proc.returncode == 0, f"SIGUSR1 to mpirun: exit {proc.returncode}")
+        r = run(2, out, ["--set", "train.steps=100", "--resume", "auto"])
+        check(r.returncode == 0 and "resumed from" in r.stdout, "resume after SIGUSR1 did not resume")
+
+# PyTorch evaluates a checkpoint like rnn_dist eval does.
+ckpt = os.path.join(a.work, "gru_fp32_np1_split", "ckpt_step00000016.h5")
+valid = os.path.join(a.data, "valid.h5")
+ours = subprocess.run([a.rnn_dist, "eval", "--checkpoint", ckpt, "--data", valid, "--threads", "1"],
+                      capture_output=True, text=True, env=env)
+theirs = subprocess.run([sys.executable, a.torch_lm, "--eval-only-checkpoint", ckpt, "--data", valid],
+                        capture_output=True, text=True, env=env)
+try:
+    l_ours = float(ours.stdout.strip().splitlines()[-1].split()[1])
+    l_theirs = float(theirs.stdout.strip().splitlines()[-1].split()[1])
+    rel = abs(l_ours - l_theirs) / l_ours
+    print(f"checkpoint eval: rnn_dist loss {l_ours}, PyTorch {l_theirs} (rel {rel:.1e})")
+    check(rel < 1e-3, f"PyTorch's loss of the checkpoint differs by {rel:.1e}")
+except (IndexError, ValueError):
+    check(False, f"checkpoint eval failed: {ours.stderr[-300:]} {theirs.stderr[-300:]}")
 
 # Plots of a resumed run's metrics.
 plots = os.path.join(a.work, "plots")
