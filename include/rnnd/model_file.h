@@ -34,5 +34,8 @@ void model_file_read_tensors(const char *path, hid_t group, const char *group_na
                              float *flat);
 void model_file_write_shape(const char *path, hid_t group, const rnnd_model_shape *s);
 void model_file_sync(const char *path);
+/* Lists (into buf) every parameter of `layout` that the group lacks or
+ * holds in another shape; returns how many. */
+int model_file_list_mismatches(hid_t group, const rnnd_layout *layout, char *buf, size_t size);
 
 #endif

@@ -219,6 +219,11 @@ void checkpoint_load(const char *path, const rnnd_layout *layout, float *params,
                      rnnd_loss_scaler *scaler, rnnd_train_state *state) {
   hid_t file = h5_open_read(path);
   check_format(path, file);
+  hid_t model = open_group(path, file, "model");
+  char mismatches[2048];
+  int n = model_file_list_mismatches(model, layout, mismatches, sizeof mismatches);
+  H5Gclose(model);
+  if (n) rnnd_input_error("%s: checkpoint of another model shape: %s", path, mismatches);
   H5Fclose(file);
   model_file_load_params(path, layout, params); /* checks the shape first */
   file = h5_open_read(path);

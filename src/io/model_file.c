@@ -143,6 +143,38 @@ static void format_shape(char *buf, size_t size, int ndim, long long rows, long 
   else snprintf(buf, size, "(rank %d)", ndim);
 }
 
+/* The dataset's shape text, or "missing". */
+static void stored_shape(hid_t group, const char *name, char *buf, size_t size) {
+  if (H5Lexists(group, name, H5P_DEFAULT) <= 0) {
+    snprintf(buf, size, "missing");
+    return;
+  }
+  hid_t set = H5Dopen2(group, name, H5P_DEFAULT);
+  hid_t space = H5Dget_space(set);
+  hsize_t dims[2] = {0, 0};
+  int ndim = H5Sget_simple_extent_ndims(space);
+  if (ndim >= 1 && ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  format_shape(buf, size, ndim, (long long)dims[0], (long long)dims[1]);
+  H5Sclose(space);
+  H5Dclose(set);
+}
+
+int model_file_list_mismatches(hid_t group, const rnnd_layout *layout, char *buf, size_t size) {
+  int n = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < layout->n_views; i++) {
+    const rnnd_param_view *v = &layout->views[i];
+    char got[64], want[64];
+    stored_shape(group, v->name, got, sizeof got);
+    format_shape(want, sizeof want, v->ndim, (long long)v->rows, (long long)v->cols);
+    if (!strcmp(got, want)) continue;
+    size_t used = strlen(buf);
+    snprintf(buf + used, size - used, "%s%s %s (expected %s)", n ? ", " : "", v->name, got, want);
+    n++;
+  }
+  return n;
+}
+
 static void read_view(const char *path, hid_t group, const char *group_name, const rnnd_param_view *v,
                       float *data) {
   if (H5Lexists(group, v->name, H5P_DEFAULT) <= 0)

@@ -237,7 +237,8 @@ r = subprocess.run([a.rnn_dist, *common, "--set", "model.hidden=48", "--set", f"
                     "--resume", good], capture_output=True, text=True, env=env, timeout=60)
 lines = r.stderr.strip().splitlines()
 print(f"other shape: exit {r.returncode}: {lines}")
-check(r.returncode == 2 and len(lines) == 1 and "hidden = 32 but 48 is expected" in lines[0],
+check(r.returncode == 2 and len(lines) == 1 and "checkpoint of another model shape" in lines[0]
+      and "rnn.weight_hh_l0 [96, 32] (expected [144, 48])" in lines[0],
       f"another shape: exit {r.returncode}, stderr {lines}")
 
 print(f"{passed} passed, {len(failures)} failed")
