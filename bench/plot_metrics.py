@@ -12,6 +12,8 @@ directory), so scaling studies and precision comparisons read at a glance:
   loss_scale.png loss scale (fp16 runs; log scale), skipped steps marked
   comm.png       share of step time in the gradient all-reduce
   update_ratio.png  |update| / |weights| per step (log scale)
+  gates_RUN.png  each gate's value histogram per layer over time (runs
+                 with metrics.hist_every), one panel per layer and gate
 Needs h5py and matplotlib (Debian: python3-h5py python3-matplotlib)."""
 import argparse
 import os
@@ -32,7 +34,7 @@ def load(path):
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") not in ("rnn_dist-metrics", b"rnn_dist-metrics"):
                 sys.exit(f"{path}: not an rnn_dist metrics file (attribute format)")
-            run = {g: {k: v[:] for k, v in f[g].items()} for g in ("train", "val", "test") if g in f}
+            run = {g: {k: v[:] for k, v in f[g].items()} for g in ("train", "val", "test", "hist") if g in f}
     except OSError as e:
         sys.exit(f"{path}: cannot open: {e}")
     run["label"] = os.path.basename(os.path.dirname(os.path.abspath(path))) or path
@@ -121,6 +123,35 @@ def main():
         ok = t["update_ratio"] > 0
         ax.plot(t["step"][ok], t["update_ratio"][ok], lw=0.6, label=r["label"])
     figure(a.out, "update_ratio.png", "update-to-weight ratio", "|update| / |weights|", runs, ratio, log=True)
+    for run in runs:
+        plot_gates(a.out, run)
+
+
+def plot_gates(out, run):
+    h = run.get("hist")
+    if not h or len(h["step"]) == 0:
+        return
+    names = sorted(k for k in h if k != "step")
+    cols = 4 if len(names) % 4 == 0 else 3
+    rows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    steps = h["step"]
+    for ax, name in zip(axes.flat, names):
+        counts = h[name].astype(float)
+        share = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+        ax.imshow(share.T, origin="lower", aspect="auto", cmap="viridis",
+                  extent=[steps[0], steps[-1], -1, 1], interpolation="nearest")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.set_ylabel("value", fontsize=8)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.suptitle(f"gate values over time ({run['label']}; share of values per bin)")
+    fig.tight_layout()
+    path = os.path.join(out, f"gates_{run['label']}.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(path)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,8 @@ static const config_key config_keys[] = {
     {"comm", "grad_dtype", KEY_ENUM, AT(comm.grad_dtype), "auto", 0, 0, wire_names, "gradient format on the wire: fp32, fp16, bf16, or auto (= train.precision); 16-bit sums add in fp32, one rounding per combine"},
     {"comm", "check_every", KEY_LONG, AT(comm.check_every), "100", 0, 9.0e15, NULL, "steps between checks that all ranks hold bitwise equal parameters; 0 = never"},
 
+    {"metrics", "hist_every", KEY_LONG, AT(metrics.hist_every), "100", 0, 9.0e15, NULL, "steps between histograms of every gate's values per layer (rank 0's share of the batch) in metrics.h5 /hist; 0 = none"},
+
     {"output", "dir", KEY_STRING, AT(output.dir), "runs/default", 0, 0, NULL, "where model.h5, train.log and config.ini go"},
     {"output", "save_every", KEY_LONG, AT(output.save_every), "0", 0, 9.0e15, NULL, "steps between model saves; 0 = only at the end"},
     {"output", "checkpoint_every", KEY_LONG, AT(output.checkpoint_every), "0", 0, 9.0e15, NULL, "steps between checkpoints (ckpt_stepN.h5, for --resume); 0 = only at the end and on SIGTERM/SIGUSR1"},
@@ -244,7 +246,7 @@ static void strip_inline_comment(char *s) {
 
 static int valid_section(const char *s) {
   return !strcmp(s, "model") || !strcmp(s, "data") || !strcmp(s, "train") || !strcmp(s, "amp") ||
-         !strcmp(s, "comm") || !strcmp(s, "output");
+         !strcmp(s, "comm") || !strcmp(s, "metrics") || !strcmp(s, "output");
 }
 
 void config_load_file(rnnd_config *cfg, const char *path) {
@@ -264,7 +266,7 @@ void config_load_file(rnnd_config *cfg, const char *path) {
       *close = '\0';
       char *name = trim(s + 1);
       if (!valid_section(name))
-        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, amp, comm, output)", where, name);
+        rnnd_input_error("%s: unknown section [%s] (sections: model, data, train, amp, comm, metrics, output)", where, name);
       snprintf(section, sizeof section, "%s", name);
       continue;
     }
@@ -291,7 +293,7 @@ void config_apply_override(rnnd_config *cfg, const char *assignment) {
   *dot = '\0';
   char *section = trim(buffer), *key = trim(dot + 1);
   if (!valid_section(section))
-    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, amp, comm, output)", where, section);
+    rnnd_input_error("%s: unknown section '%s' (sections: model, data, train, amp, comm, metrics, output)", where, section);
   set_key(cfg, section, key, trim(eq + 1), where);
 }
 

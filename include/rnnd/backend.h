@@ -38,6 +38,10 @@ typedef struct {
    * format), and for everything else the backend allocated (workspace). */
   size_t (*activation_bytes)(const rnnd_backend *be);
   size_t (*workspace_bytes)(const rnnd_backend *be);
+  /* Histogram of one gate's values (after its sigmoid/tanh) over layer
+   * `layer`, both directions, for the last train_batch: `bins` equal bins
+   * on [-1, 1], counts added into counts[bins]. */
+  void (*gate_histogram)(const rnnd_backend *be, int layer, int gate, int bins, int64_t *counts);
   void (*destroy)(rnnd_backend *be);
 } rnnd_backend_ops;
 

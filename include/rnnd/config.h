@@ -1,5 +1,5 @@
 /* config.h — the run configuration: INI sections [model] [data] [train]
- * [amp] [comm] [output], their documented defaults, parsing of a file plus --set
+ * [amp] [comm] [metrics] [output], their documented defaults, parsing of a file plus --set
  * section.key=value overrides, and printing of the resolved configuration.
  *
  * The table of keys lives in config.c; docs/config.md is generated from the
@@ -79,6 +79,10 @@ typedef struct {
 #define RNND_GRAD_DTYPE_AUTO 3 /* comm.grad_dtype = auto: the same as train.precision */
 
 typedef struct {
+  long hist_every;   /* steps between gate histograms in metrics.h5; 0 = none */
+} rnnd_metrics_config;
+
+typedef struct {
   double bucket_mb;  /* gradient all-reduce bucket size */
   int grad_dtype;    /* rnnd_dtype on the wire */
   long check_every;  /* steps between replica checksums; 0 = never */
@@ -98,6 +102,7 @@ typedef struct {
   rnnd_train_config train;
   rnnd_amp_config amp;
   rnnd_comm_config comm;
+  rnnd_metrics_config metrics;
   rnnd_output_config output;
 } rnnd_config;
 

@@ -12,6 +12,10 @@
  *           param_norm, update_ratio, memory_bytes
  *   /val/<series>, /test/<series>  one value per evaluation: step, loss,
  *           ppl, tokens
+ *   /hist/step, /hist/l<L>_<gate>  every metrics.hist_every steps, the
+ *           histogram of each gate's values (after its sigmoid/tanh) of
+ *           layer L over that step's batch: rows of `bins` counts on
+ *           [-1, 1] (attributes range_min, range_max)
  *
  * Step rows are buffered and appended at every metrics_flush, which the
  * trainer calls once per log interval, then the file is flushed. Only rank
@@ -54,6 +58,9 @@ typedef struct {
   int n_pending, capacity;
   char *column_buffer;        /* one column of the pending rows */
   int64_t train_rows, valid_rows, test_rows;
+  hid_t hist;                 /* /hist, or invalid when histograms are off */
+  int hist_series, hist_bins; /* datasets l<L>_<gate> (layers x gates) and bins */
+  int64_t hist_rows;
 } rnnd_metrics;
 
 /* active = 0 (ranks other than 0): a no-op recorder. resume_step >= 0:
@@ -63,6 +70,10 @@ void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_s
 void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row);
 /* test = 0: a validation row (/val), 1: a test row (/test). */
 void metrics_add_eval(rnnd_metrics *m, int test, const rnnd_eval_metrics *row);
+/* Records a histogram row: counts[series * bins], series = layer * gates + gate,
+ * named l<layer>_<gate_names[gate]>. The first call creates the datasets. */
+void metrics_add_histograms(rnnd_metrics *m, int64_t step, int layers, int gates, const char *const *gate_names,
+                            int bins, const int64_t *counts);
 /* Writes the pending rows and flushes the file. */
 void metrics_flush(rnnd_metrics *m);
 void metrics_close(rnnd_metrics *m);

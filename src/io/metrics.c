@@ -83,6 +83,44 @@ static int64_t keep_rows_until(const rnnd_metrics *m, hid_t group, const column 
   return (int64_t)keep;
 }
 
+/* HDF5 1.12 renamed the link iteration API; Debian 12 ships 1.10. */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t link_info;
+#define ITERATE_LINKS H5Literate2
+#else
+typedef H5L_info_t link_info;
+#define ITERATE_LINKS H5Literate
+#endif
+
+/* Link iteration callback: cuts one /hist dataset (1-D step or 2-D rows x bins) to *keep rows. */
+static herr_t cut_rows(hid_t group, const char *name, const link_info *info, void *keep) {
+  (void)info;
+  hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
+  if (d < 0) return -1;
+  hid_t space = H5Dget_space(d);
+  hsize_t dims[2] = {0, 0};
+  int ndim = H5Sget_simple_extent_dims(space, dims, NULL);
+  H5Sclose(space);
+  dims[0] = *(const hsize_t *)keep;
+  herr_t status = ndim >= 1 ? H5Dset_extent(d, dims) : -1;
+  H5Dclose(d);
+  return status < 0 ? -1 : 0;
+}
+
+/* Keeps the histogram rows of steps <= last_step; later ones are redrawn. */
+static void cut_histograms(rnnd_metrics *m, int64_t last_step) {
+  m->hist = h5_check(H5Gopen2(m->file, "hist", H5P_DEFAULT), m->path, "cannot open /hist");
+  hsize_t keep = (hsize_t)keep_rows_until(m, m->hist, step_columns, 1, last_step);
+  h5_check(ITERATE_LINKS(m->hist, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, cut_rows, &keep), m->path,
+           "cannot cut the histograms");
+  m->hist_rows = (int64_t)keep;
+  m->hist_bins = (int)h5_read_int_attr(m->path, m->hist, "/hist", "bins");
+  hsize_t links = 0;
+  H5G_info_t info;
+  if (H5Gget_info(m->hist, &info) >= 0) links = info.nlinks;
+  m->hist_series = (int)links - 1; /* all but /hist/step */
+}
+
 static void reopen(rnnd_metrics *m, int64_t resume_step) {
   m->file = h5_check(H5Fopen(m->path, H5F_ACC_RDWR, H5P_DEFAULT), m->path, "cannot reopen the metrics file");
   m->train = h5_check(H5Gopen2(m->file, "train", H5P_DEFAULT), m->path, "cannot open /train");
@@ -91,11 +129,12 @@ static void reopen(rnnd_metrics *m, int64_t resume_step) {
   m->train_rows = keep_rows_until(m, m->train, step_columns, N_STEP_COLUMNS, resume_step);
   m->valid_rows = keep_rows_until(m, m->valid, eval_columns, N_EVAL_COLUMNS, resume_step);
   m->test_rows = keep_rows_until(m, m->test, eval_columns, N_EVAL_COLUMNS, resume_step);
+  if (H5Lexists(m->file, "hist", H5P_DEFAULT) > 0) cut_histograms(m, resume_step);
 }
 
 void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_step) {
   memset(m, 0, sizeof *m);
-  m->file = m->train = m->valid = m->test = H5I_INVALID_HID;
+  m->file = m->train = m->valid = m->test = m->hist = H5I_INVALID_HID;
   if (!active) return;
   h5_quiet();
   snprintf(m->path, sizeof m->path, "%s/metrics.h5", dir);
@@ -157,12 +196,74 @@ void metrics_flush(rnnd_metrics *m) {
   h5_check(H5Fflush(m->file, H5F_SCOPE_GLOBAL), m->path, "cannot flush");
 }
 
+static void hist_name(char *buf, size_t size, int series, int gates, const char *const *gate_names) {
+  snprintf(buf, size, "l%d_%s", series / gates, gate_names[series % gates]);
+}
+
+/* /hist/step and one [rows x bins] dataset per series, growing by rows. */
+static void create_histograms(rnnd_metrics *m, int layers, int gates, const char *const *gate_names, int bins) {
+  m->hist = h5_check(H5Gcreate2(m->file, "hist", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), m->path,
+                     "cannot create /hist");
+  create_series(m->path, m->hist, &step_columns[0]);
+  h5_write_double_attr(m->path, m->hist, "range_min", -1.0);
+  h5_write_double_attr(m->path, m->hist, "range_max", 1.0);
+  h5_write_int_attr(m->path, m->hist, "bins", bins);
+  for (int s = 0; s < layers * gates; s++) {
+    char name[64];
+    hist_name(name, sizeof name, s, gates, gate_names);
+    hsize_t dims[2] = {0, (hsize_t)bins}, max[2] = {H5S_UNLIMITED, (hsize_t)bins}, chunk[2] = {64, (hsize_t)bins};
+    hid_t space = H5Screate_simple(2, dims, max);
+    hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 2, chunk);
+    hid_t d = h5_check(H5Dcreate2(m->hist, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, plist, H5P_DEFAULT), m->path,
+                       "cannot create a histogram series");
+    H5Dclose(d);
+    H5Pclose(plist);
+    H5Sclose(space);
+  }
+  m->hist_series = layers * gates;
+  m->hist_bins = bins;
+}
+
+static void append_histogram_row(const rnnd_metrics *m, const char *name, const int64_t *counts) {
+  hid_t d = h5_check(H5Dopen2(m->hist, name, H5P_DEFAULT), m->path, "cannot open a histogram series");
+  hsize_t size[2] = {(hsize_t)m->hist_rows + 1, (hsize_t)m->hist_bins};
+  h5_check(H5Dset_extent(d, size), m->path, "cannot extend a histogram series");
+  hid_t file_space = H5Dget_space(d);
+  hsize_t start[2] = {(hsize_t)m->hist_rows, 0}, count[2] = {1, (hsize_t)m->hist_bins};
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL);
+  hid_t mem_space = H5Screate_simple(2, count, NULL);
+  h5_check(H5Dwrite(d, H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, counts), m->path,
+           "cannot write a histogram");
+  H5Sclose(mem_space);
+  H5Sclose(file_space);
+  H5Dclose(d);
+}
+
+void metrics_add_histograms(rnnd_metrics *m, int64_t step, int layers, int gates, const char *const *gate_names,
+                            int bins, const int64_t *counts) {
+  if (m->file == H5I_INVALID_HID) return;
+  if (m->hist == H5I_INVALID_HID) create_histograms(m, layers, gates, gate_names, bins);
+  if (layers * gates != m->hist_series || bins != m->hist_bins)
+    rnnd_input_error("%s: /hist holds %d series of %d bins, this run draws %d of %d (another model?)", m->path,
+                     m->hist_series, m->hist_bins, layers * gates, bins);
+  rnnd_step_metrics row = {.step = step};
+  append_column(m, m->hist, &step_columns[0], &row, sizeof row, (hsize_t)m->hist_rows, 1, m->column_buffer);
+  for (int s = 0; s < m->hist_series; s++) {
+    char name[64];
+    hist_name(name, sizeof name, s, gates, gate_names);
+    append_histogram_row(m, name, counts + (size_t)s * bins);
+  }
+  m->hist_rows++;
+}
+
 void metrics_close(rnnd_metrics *m) {
   if (m->file != H5I_INVALID_HID) {
     metrics_flush(m);
     H5Gclose(m->train);
     H5Gclose(m->valid);
     H5Gclose(m->test);
+    if (m->hist != H5I_INVALID_HID) H5Gclose(m->hist);
     h5_check(H5Fclose(m->file), m->path, "cannot close");
   }
   free(m->pending);

@@ -21,7 +21,7 @@ static void print_help(void) {
       "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
       "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
       "train options:\n"
-      "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [output]\n"
+      "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [metrics] [output]\n"
       "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
       "  --init MODEL.h5        start from the parameters of a model file of the same shape\n"
       "  --resume CKPT|auto     continue from a checkpoint (weights, optimizer, loss scale, batch plan position,\n"

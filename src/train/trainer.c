@@ -402,6 +402,23 @@ static void interval_add(interval *iv, const rnnd_step_stats *st) {
   iv->skipped += st->skipped;
 }
 
+#define HISTOGRAM_BINS 32
+
+/* Rank 0: histograms of every gate of every layer over its share of the step. */
+static void record_histograms(rnnd_trainer *t) {
+  static const char *const gru_gates[] = {"r", "z", "n"}, *const lstm_gates[] = {"i", "f", "g", "o"};
+  const rnnd_model_shape *s = &t->layout.shape;
+  if (t->comm->rank != 0 || !t->cfg->metrics.hist_every || t->step % t->cfg->metrics.hist_every) return;
+  int gates = t->layout.gates, series = s->layers * gates;
+  int64_t *counts = RNND_ALLOC(int64_t, (size_t)series * HISTOGRAM_BINS, "gate histograms");
+  for (int k = 0; k < series; k++)
+    t->backend->ops->gate_histogram(t->backend, k / gates, k % gates, HISTOGRAM_BINS,
+                                    counts + (size_t)k * HISTOGRAM_BINS);
+  metrics_add_histograms(&t->metrics, t->step, s->layers, gates, s->cell == RNND_CELL_LSTM ? lstm_gates : gru_gates,
+                         HISTOGRAM_BINS, counts);
+  free(counts);
+}
+
 static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
   rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->tokens,
                            .tokens = st->tokens, .lr = st->lr, .grad_norm = st->grad_norm,
@@ -524,6 +541,7 @@ int trainer_run(rnnd_trainer *t) {
     st = trainer_train_step(t);
     interval_add(&iv, &st);
     record_step(t, &st);
+    record_histograms(t);
     check_replicas(t);
     if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);
     if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present) {

@@ -47,7 +47,8 @@ N, K = 16, 7
 common = ["--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "data.valid=none",
           "--set", f"train.steps={N}", "--set", "model.embed=32", "--set", "model.hidden=32",
           "--set", "model.dropout=0.1", "--set", "train.global_batch=12", "--set", "train.log_every=4",
-          "--set", "train.threads=1", "--set", "train.lr_schedule=cosine", "--set", "train.warmup_steps=3"]
+          "--set", "train.threads=1", "--set", "train.lr_schedule=cosine", "--set", "train.warmup_steps=3",
+          "--set", "metrics.hist_every=4"]
 passed, failures = 0, []
 
 
@@ -102,6 +103,11 @@ for cell in ["gru", "lstm"]:
                   f"{steps.min()}..{steps.max()} ({len(steps)} rows)")
             check(same, f"{name}: resumed parameters differ from the uninterrupted run")
             check(list(steps) == list(range(1, N + 1)), f"{name}: metrics steps {list(steps)}")
+            with h5py.File(os.path.join(split, "metrics.h5"), "r") as f:
+                hist_steps = list(f["hist"]["step"][:])
+                gate = f["hist"]["l1_f" if cell == "lstm" else "l1_z"]
+                rows_ok = gate.shape == (N // 4, 32) and all(gate[i].sum() > 0 for i in range(gate.shape[0]))
+            check(hist_steps == [4, 8, 12, 16] and rows_ok, f"{name}: histograms at steps {hist_steps}")
 
 # Another world size: stop at 3 ranks, resume at 2 and 1.
 ref = os.path.join(a.work, "ws3_straight")
@@ -202,7 +208,7 @@ r = subprocess.run([sys.executable, a.plot, os.path.join(a.work, "gru_fp16_np2_s
                    capture_output=True, text=True)
 pngs = sorted(f for f in os.listdir(plots) if f.endswith(".png")) if os.path.isdir(plots) else []
 print(f"plot_metrics: exit {r.returncode}, {pngs}")
-check(r.returncode == 0 and len(pngs) == 7 and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
+check(r.returncode == 0 and len(pngs) == 8 and "gates_gru_fp16_np2_split.png" in pngs and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
       f"plot_metrics: exit {r.returncode}, {pngs}, {r.stderr[-300:]}")
 
 # Bad checkpoints: one line, exit 2.

@@ -40,6 +40,7 @@ typedef struct {
   double *row_nll;        /* [decoder_rows] */
   float *bias_partials;   /* [decoder_rows / SOFTMAX_CHUNK_ROWS (rounded up), vocab] */
   int decoder_rows;
+  int64_t last_train_tokens; /* rows of the last train_batch, for gate histograms */
   rnnd_dtype storage;
   /* 16-bit storage only: every layer's saved activations. The fp32 buffers
    * above then exist for one layer (layer_in[0], layer_out[0], saved[0]). */
@@ -356,6 +357,7 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
                               const rnnd_dropout *dr, float loss_weight) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  cb->last_train_tokens = b->n_tokens;
   if (cb->storage != RNND_DTYPE_F32) {
     const float *y = forward_layers16(cb, params, b, dr);
     double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
@@ -380,6 +382,26 @@ static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_b
 
 static size_t cpu_activation_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->activation_bytes; }
 static size_t cpu_workspace_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->workspace_bytes; }
+
+static void add_to_histogram(float value, int bins, int64_t *counts) {
+  int k = (int)((value + 1.0f) * 0.5f * (float)bins);
+  counts[k < 0 ? 0 : k >= bins ? bins - 1 : k]++;
+}
+
+/* The saved gate values are post-nonlinearity, [tokens, gates * hidden]. */
+static void cpu_gate_histogram(const rnnd_backend *be, int layer, int gate, int bins, int64_t *counts) {
+  const cpu_backend *cb = (const cpu_backend *)be;
+  const int64_t G = (int64_t)cb->gates * cb->hidden;
+  if (layer < 0 || layer >= cb->layers || gate < 0 || gate >= cb->gates) return;
+  for (int dir = 0; dir < cb->directions; dir++)
+    for (int64_t r = 0; r < cb->last_train_tokens; r++)
+      for (int j = 0; j < cb->hidden; j++) {
+        int64_t at = r * G + (int64_t)gate * cb->hidden + j;
+        float v = cb->storage == RNND_DTYPE_F32 ? cb->saved[layer][dir].gates[at]
+                                                : rnnd_half_to_f32(cb->storage, cb->gates16[layer][dir][at]);
+        add_to_histogram(v, bins, counts);
+      }
+}
 
 static void cpu_destroy(rnnd_backend *be) {
   cpu_backend *cb = (cpu_backend *)be;
@@ -417,8 +439,8 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb);
 }
 
-static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,
-                                         cpu_activation_bytes, cpu_workspace_bytes, cpu_destroy};
+static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,   cpu_activation_bytes,
+                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy};
 
 static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
