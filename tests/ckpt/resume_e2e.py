@@ -208,7 +208,7 @@ r = subprocess.run([sys.executable, a.plot, os.path.join(a.work, "gru_fp16_np2_s
                    capture_output=True, text=True)
 pngs = sorted(f for f in os.listdir(plots) if f.endswith(".png")) if os.path.isdir(plots) else []
 print(f"plot_metrics: exit {r.returncode}, {pngs}")
-check(r.returncode == 0 and len(pngs) == 8 and "gates_gru_fp16_np2_split.png" in pngs and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
+check(r.returncode == 0 and len(pngs) == 9 and "gates_gru_fp16_np2_split.png" in pngs and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
       f"plot_metrics: exit {r.returncode}, {pngs}, {r.stderr[-300:]}")
 
 # Bad checkpoints: one line, exit 2.
