@@ -18,7 +18,9 @@
  *           [-1, 1] (attributes range_min, range_max)
  *
  * Step rows are buffered and appended at every metrics_flush, which the
- * trainer calls once per log interval, then the file is flushed. Only rank
+ * trainer calls once per log interval. The file is closed between writes,
+ * because HDF5 locks a file that is open for writing: h5py or h5dump can
+ * read it at any time the trainer is not appending. Only rank
  * 0 opens a file; on other ranks every call is a no-op.
  *
  * Ownership: metrics_open creates the file and buffers, metrics_close
@@ -53,7 +55,8 @@ typedef struct {
 
 typedef struct {
   char path[4200];
-  hid_t file, train, valid, test; /* the file and its groups */
+  int active;                 /* rank 0 */
+  hid_t file, train, valid, test; /* open only while writing (readers can open it between) */
   rnnd_step_metrics *pending; /* rows not yet written */
   int n_pending, capacity;
   char *column_buffer;        /* one column of the pending rows */

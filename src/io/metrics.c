@@ -109,7 +109,6 @@ static herr_t cut_rows(hid_t group, const char *name, const link_info *info, voi
 
 /* Keeps the histogram rows of steps <= last_step; later ones are redrawn. */
 static void cut_histograms(rnnd_metrics *m, int64_t last_step) {
-  m->hist = h5_check(H5Gopen2(m->file, "hist", H5P_DEFAULT), m->path, "cannot open /hist");
   hsize_t keep = (hsize_t)keep_rows_until(m, m->hist, step_columns, 1, last_step);
   h5_check(ITERATE_LINKS(m->hist, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, cut_rows, &keep), m->path,
            "cannot cut the histograms");
@@ -121,15 +120,37 @@ static void cut_histograms(rnnd_metrics *m, int64_t last_step) {
   m->hist_series = (int)links - 1; /* all but /hist/step */
 }
 
+static void open_handles(rnnd_metrics *m);
+
 static void reopen(rnnd_metrics *m, int64_t resume_step) {
+  open_handles(m);
+  m->train_rows = keep_rows_until(m, m->train, step_columns, N_STEP_COLUMNS, resume_step);
+  m->valid_rows = keep_rows_until(m, m->valid, eval_columns, N_EVAL_COLUMNS, resume_step);
+  m->test_rows = keep_rows_until(m, m->test, eval_columns, N_EVAL_COLUMNS, resume_step);
+  if (m->hist != H5I_INVALID_HID) cut_histograms(m, resume_step);
+}
+
+/* The file is open only while something is written, so that readers (h5py,
+ * h5dump: HDF5 locks a file open for writing) can open it between log lines. */
+static void open_handles(rnnd_metrics *m) {
+  if (m->file != H5I_INVALID_HID) return;
   m->file = h5_check(H5Fopen(m->path, H5F_ACC_RDWR, H5P_DEFAULT), m->path, "cannot reopen the metrics file");
   m->train = h5_check(H5Gopen2(m->file, "train", H5P_DEFAULT), m->path, "cannot open /train");
   m->valid = h5_check(H5Gopen2(m->file, "val", H5P_DEFAULT), m->path, "cannot open /val");
   m->test = h5_check(H5Gopen2(m->file, "test", H5P_DEFAULT), m->path, "cannot open /test");
-  m->train_rows = keep_rows_until(m, m->train, step_columns, N_STEP_COLUMNS, resume_step);
-  m->valid_rows = keep_rows_until(m, m->valid, eval_columns, N_EVAL_COLUMNS, resume_step);
-  m->test_rows = keep_rows_until(m, m->test, eval_columns, N_EVAL_COLUMNS, resume_step);
-  if (H5Lexists(m->file, "hist", H5P_DEFAULT) > 0) cut_histograms(m, resume_step);
+  m->hist = H5Lexists(m->file, "hist", H5P_DEFAULT) > 0
+                ? h5_check(H5Gopen2(m->file, "hist", H5P_DEFAULT), m->path, "cannot open /hist")
+                : H5I_INVALID_HID;
+}
+
+static void close_handles(rnnd_metrics *m) {
+  if (m->file == H5I_INVALID_HID) return;
+  H5Gclose(m->train);
+  H5Gclose(m->valid);
+  H5Gclose(m->test);
+  if (m->hist != H5I_INVALID_HID) H5Gclose(m->hist);
+  h5_check(H5Fclose(m->file), m->path, "cannot write the metrics file (disk full?)");
+  m->file = m->train = m->valid = m->test = m->hist = H5I_INVALID_HID;
 }
 
 void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_step) {
@@ -148,6 +169,8 @@ void metrics_open(rnnd_metrics *m, const char *dir, int active, int64_t resume_s
     m->valid = create_group(m, "val", eval_columns, N_EVAL_COLUMNS);
     m->test = create_group(m, "test", eval_columns, N_EVAL_COLUMNS);
   }
+  m->active = 1;
+  close_handles(m);
   m->capacity = 256;
   m->pending = RNND_ALLOC(rnnd_step_metrics, (size_t)m->capacity, "metrics rows");
   m->column_buffer = rnnd_malloc((size_t)m->capacity * 8, "metrics column");
@@ -172,28 +195,31 @@ static void append_column(const rnnd_metrics *m, hid_t group, const column *c, c
 }
 
 void metrics_add_step(rnnd_metrics *m, const rnnd_step_metrics *row) {
-  if (m->file == H5I_INVALID_HID) return;
+  if (!m->active) return;
   if (m->n_pending == m->capacity) metrics_flush(m);
   m->pending[m->n_pending++] = *row;
 }
 
 void metrics_add_eval(rnnd_metrics *m, int test, const rnnd_eval_metrics *row) {
-  if (m->file == H5I_INVALID_HID) return;
+  if (!m->active) return;
+  open_handles(m);
   int64_t *rows = test ? &m->test_rows : &m->valid_rows;
   char buffer[8];
   for (size_t i = 0; i < N_EVAL_COLUMNS; i++)
     append_column(m, test ? m->test : m->valid, &eval_columns[i], row, sizeof *row, (hsize_t)*rows, 1, buffer);
   (*rows)++;
+  close_handles(m);
 }
 
 void metrics_flush(rnnd_metrics *m) {
-  if (m->file == H5I_INVALID_HID) return;
+  if (!m->active) return;
+  open_handles(m);
   for (size_t i = 0; i < N_STEP_COLUMNS && m->n_pending; i++)
     append_column(m, m->train, &step_columns[i], m->pending, sizeof *m->pending, (hsize_t)m->train_rows,
                   (hsize_t)m->n_pending, m->column_buffer);
   m->train_rows += m->n_pending;
   m->n_pending = 0;
-  h5_check(H5Fflush(m->file, H5F_SCOPE_GLOBAL), m->path, "cannot flush");
+  close_handles(m);
 }
 
 static void hist_name(char *buf, size_t size, int series, int gates, const char *const *gate_names) {
@@ -242,7 +268,8 @@ static void append_histogram_row(const rnnd_metrics *m, const char *name, const 
 
 void metrics_add_histograms(rnnd_metrics *m, int64_t step, int layers, int gates, const char *const *gate_names,
                             int bins, const int64_t *counts) {
-  if (m->file == H5I_INVALID_HID) return;
+  if (!m->active) return;
+  open_handles(m);
   if (m->hist == H5I_INVALID_HID) create_histograms(m, layers, gates, gate_names, bins);
   if (layers * gates != m->hist_series || bins != m->hist_bins)
     rnnd_input_error("%s: /hist holds %d series of %d bins, this run draws %d of %d (another model?)", m->path,
@@ -255,17 +282,11 @@ void metrics_add_histograms(rnnd_metrics *m, int64_t step, int layers, int gates
     append_histogram_row(m, name, counts + (size_t)s * bins);
   }
   m->hist_rows++;
+  close_handles(m);
 }
 
 void metrics_close(rnnd_metrics *m) {
-  if (m->file != H5I_INVALID_HID) {
-    metrics_flush(m);
-    H5Gclose(m->train);
-    H5Gclose(m->valid);
-    H5Gclose(m->test);
-    if (m->hist != H5I_INVALID_HID) H5Gclose(m->hist);
-    h5_check(H5Fclose(m->file), m->path, "cannot close");
-  }
+  if (m->active) metrics_flush(m);
   free(m->pending);
   free(m->column_buffer);
   memset(m, 0, sizeof *m);

@@ -8,8 +8,10 @@ RNND_FAULT_SIGNAL test hook inside the process, through the real handler),
 which must checkpoint and exit 0, and resume with --resume auto to N steps.
 The final parameters must be bitwise equal, and metrics.h5 must hold every
 step once. Also:
-  - resume at another world size (stopped at 3 ranks, resumed at 2 and at 1):
-    the same global batches, losses within 1e-4 of the uninterrupted 3-rank run;
+  - resume at another world size (stopped at 4 ranks, resumed at 2 and at 1):
+    the same global batches, losses within 1e-4 of the uninterrupted 4-rank run;
+  - a second signal while the checkpoint is being written changes nothing;
+  - metrics.h5 can be read (h5py) while the job trains;
   - SIGKILL during a checkpoint write (RNND_FAULT_CHECKPOINT_DELAY holds the
     .tmp file open for a while): the previous checkpoint and `latest` stay
     valid, and --resume auto continues from them to the same end;
@@ -109,14 +111,14 @@ for cell in ["gru", "lstm"]:
                 rows_ok = gate.shape == (N // 4, 32) and all(gate[i].sum() > 0 for i in range(gate.shape[0]))
             check(hist_steps == [4, 8, 12, 16] and rows_ok, f"{name}: histograms at steps {hist_steps}")
 
-# Another world size: stop at 3 ranks, resume at 2 and 1.
-ref = os.path.join(a.work, "ws3_straight")
-run(3, ref)
+# Another world size: stop at 4 ranks, resume at 2 and 1.
+ref = os.path.join(a.work, "ws4_straight")
+run(4, ref)
 _, ref_loss = train_losses(ref)
-stopped = os.path.join(a.work, "ws3_split")
-run(3, stopped, hook=f"0:{K}")
+stopped = os.path.join(a.work, "ws4_split")
+run(4, stopped, hook=f"0:{K}")
 for ranks in [2, 1]:
-    out = os.path.join(a.work, f"ws3_to_{ranks}")
+    out = os.path.join(a.work, f"ws4_to_{ranks}")
     shutil.copytree(stopped, out)
     r = run(ranks, out, ["--resume", "auto"])
     if r.returncode:
@@ -124,7 +126,7 @@ for ranks in [2, 1]:
         continue
     steps, loss = train_losses(out)
     rel = np.abs(loss[K:] - ref_loss[K:]) / ref_loss[K:]
-    print(f"saved at 3 ranks, resumed at {ranks}: steps {K + 1}..{N} loss max relative difference {rel.max():.2e}")
+    print(f"saved at 4 ranks, resumed at {ranks}: steps {K + 1}..{N} loss max relative difference {rel.max():.2e}")
     check(rel.max() <= 1e-4, f"resume at {ranks} ranks: losses differ by {rel.max():.2e}")
 
 # Retention: checkpoint every 3 steps, keep 2.
@@ -160,6 +162,23 @@ if r.returncode == 0:
 else:
     check(False, "resume after the kill failed")
 
+# A second signal while the checkpoint is written (held open 2 s by the hook).
+twice = os.path.join(a.work, "twice")
+cmd = [a.rnn_dist, *common, "--set", f"output.dir={twice}"]
+proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        env=dict(env, RNND_FAULT_SIGNAL=f"0:{K}", RNND_FAULT_CHECKPOINT_DELAY="2"))
+tmp = os.path.join(twice, f"ckpt_step{K:08d}.h5.tmp")
+deadline = time.time() + 120
+while not os.path.exists(tmp) and time.time() < deadline and proc.poll() is None:
+    time.sleep(0.05)
+proc.send_signal(signal.SIGTERM)
+output, _ = proc.communicate(timeout=120)
+r = run(1, twice, ["--resume", "auto"])
+same = r.returncode == 0 and all(np.array_equal(v, params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
+                                 for k, v in params(twice).items())
+print(f"second SIGTERM during the checkpoint write: exit {proc.returncode}; resumed to the uninterrupted result: {same}")
+check(proc.returncode == 0 and same, "a second signal during the checkpoint write broke the checkpoint or the exit")
+
 # Signals from outside, to mpirun.
 for sig in [signal.SIGUSR1, signal.SIGTERM]:
     out = os.path.join(a.work, f"mpirun_{sig.name}")
@@ -171,6 +190,16 @@ for sig in [signal.SIGUSR1, signal.SIGTERM]:
             os.path.exists(os.path.join(out, "metrics.h5")) and os.path.getsize(os.path.join(out, "metrics.h5")) > 0):
         time.sleep(0.1)
     time.sleep(2)  # some steps into training
+    rows = -1
+    for attempt in range(20):  # the trainer holds the file only while appending
+        try:
+            with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
+                rows = len(f["train"]["step"])
+            break
+        except OSError:
+            time.sleep(0.05)
+    print(f"metrics.h5 read while training: {rows} rows")
+    check(rows > 0, "metrics.h5 could not be read while the job was training")
     proc.send_signal(sig)
     try:
         output, _ = proc.communicate(timeout=120)
@@ -239,6 +268,7 @@ for name, needle in expect.items():
     print(f"{name} checkpoint: exit {r.returncode}: {lines}")
     check(r.returncode == 2 and len(lines) == 1 and path in lines[0] and needle in lines[0],
           f"{name} checkpoint: exit {r.returncode}, stderr {lines}")
+    check(not os.path.exists(f"{bad_dir}/out_{name}"), f"{name} checkpoint: the failed run still wrote output")
 r = subprocess.run([a.rnn_dist, *common, "--set", "model.hidden=48", "--set", f"output.dir={bad_dir}/out_shape",
                     "--resume", good], capture_output=True, text=True, env=env, timeout=60)
 lines = r.stderr.strip().splitlines()
