@@ -4,7 +4,8 @@ bitwise where an uninterrupted run ends.
 
 For GRU and LSTM, fp32 and fp16, 1 and 2 ranks: train N steps straight;
 then train again, stopped after K steps by SIGTERM (raised by the
-RNND_FAULT_SIGNAL test hook inside the process, through the real handler),
+RNND_FAULT_SIGNAL test hook inside the process, through the real handler;
+on the last rank, so with 2 ranks one that is not rank 0),
 which must checkpoint and exit 0, and resume with --resume auto to N steps.
 The final parameters must be bitwise equal, and metrics.h5 must hold every
 step once. Also:
@@ -90,7 +91,7 @@ for cell in ["gru", "lstm"]:
             extra = ["--set", f"model.cell={cell}", "--set", f"train.precision={precision}"]
             straight, split = os.path.join(a.work, name + "_straight"), os.path.join(a.work, name + "_split")
             r1 = run(ranks, straight, extra)
-            r2 = run(ranks, split, extra, hook=f"0:{K}")
+            r2 = run(ranks, split, extra, hook=f"{ranks - 1}:{K}")  # at 2 ranks the signal reaches rank 1 only
             check(r2.returncode == 0 and "preempted: every rank stopped after step 7" in r2.stdout,
                   f"{name}: SIGTERM did not stop the run at step {K} with exit 0")
             check(not os.path.exists(os.path.join(split, "model.h5")), f"{name}: a preempted run wrote model.h5")
