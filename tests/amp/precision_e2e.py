@@ -18,8 +18,8 @@ import shutil
 import subprocess
 import sys
 
-import h5py
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2e_util import Checks, read_series  # noqa: E402
 
 p = argparse.ArgumentParser()
 for k in ["--rnn-dist", "--rnn-prep", "--wikitext", "--work"]:
@@ -68,19 +68,10 @@ for name, sets in runs.items():
     if r.returncode != 0:
         print(f"{name}: exit {r.returncode}\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
         sys.exit(1)
-    with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
-        results[name] = {series: values[:] for series, values in f["train"].items()}
+    results[name] = read_series(os.path.join(out, "metrics.h5"))
 
-passed, failures = 0, []
-
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL " + what)
+checks = Checks()
+check = checks.check
 
 
 ref = results["fp32"]["loss"][-20:].mean()
@@ -99,5 +90,4 @@ check(unscaled["underflow"].mean() > 0, "fp16 without loss scaling lost no gradi
 check(unscaled["underflow"].mean() > 10 * scaled["underflow"].mean(),
       f"loss scaling did not cut underflow tenfold ({scaled['underflow'].mean():.2e} vs "
       f"{unscaled['underflow'].mean():.2e})")
-print(f"{passed} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -37,31 +37,24 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2e_util import Checks, mpi_env, read_series  # noqa: E402
+
 p = argparse.ArgumentParser()
 for k in ["--rnn-dist", "--mpirun", "--data", "--work", "--plot", "--torch-lm"]:
     p.add_argument(k, required=True)
 a = p.parse_args()
 shutil.rmtree(a.work, ignore_errors=True)
 os.makedirs(a.work)
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-for hook in ["RNND_FAULT_SIGNAL", "RNND_FAULT_NAN_GRAD", "RNND_FAULT_FLIP_PARAM"]:
-    env.pop(hook, None)
+env = mpi_env()
 N, K = 16, 7
 common = ["--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "data.valid=none",
           "--set", f"train.steps={N}", "--set", "model.embed=32", "--set", "model.hidden=32",
           "--set", "model.dropout=0.1", "--set", "train.global_batch=12", "--set", "train.log_every=4",
           "--set", "train.threads=1", "--set", "train.lr_schedule=cosine", "--set", "train.warmup_steps=3",
           "--set", "metrics.hist_every=4"]
-passed, failures = 0, []
-
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL " + what)
+checks = Checks()
+check = checks.check
 
 
 def run(ranks, out, extra=(), hook=None):
@@ -80,8 +73,8 @@ def params(out):
 
 
 def train_losses(out):
-    with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
-        return f["train"]["step"][:], f["train"]["loss"][:]
+    rows = read_series(os.path.join(out, "metrics.h5"))
+    return rows["step"], rows["loss"]
 
 
 for cell in ["gru", "lstm"]:
@@ -278,5 +271,4 @@ check(r.returncode == 2 and len(lines) == 1 and "checkpoint of another model sha
       and "rnn.weight_hh_l0 [96, 32] (expected [144, 48])" in lines[0],
       f"another shape: exit {r.returncode}, stderr {lines}")
 
-print(f"{passed} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -21,8 +21,10 @@ import shutil
 import subprocess
 import sys
 
-import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2e_util import Checks, mpi_env, read_series  # noqa: E402
 
 p = argparse.ArgumentParser()
 for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
@@ -30,24 +32,15 @@ for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
 a = p.parse_args()
 shutil.rmtree(a.work, ignore_errors=True)
 os.makedirs(a.work)
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-env.pop("RNND_FAULT_FLIP_PARAM", None)
+env = mpi_env()
 STEPS = 30
 common = ["--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "data.valid=none",
           "--set", f"train.steps={STEPS}", "--set", "model.embed=32", "--set", "model.hidden=32",
           "--set", "model.dropout=0.2", "--set", "train.global_batch=12", "--set", "train.lr=0.003",
           "--set", "train.log_every=10", "--set", "train.threads=1", "--set", "comm.check_every=1",
           "--set", "comm.bucket_mb=0.05"]
-passed, failures = 0, []
-
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL " + what)
+checks = Checks()
+check = checks.check
 
 
 def launch(ranks, name, extra=(), extra_env=None, timeout=300):
@@ -64,8 +57,7 @@ def train(ranks, name, extra=()):
         print(f"--- {name}: exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
         check(False, f"{name}: exit {r.returncode}")
         return None
-    with h5py.File(os.path.join(out, "metrics.h5"), "r") as f:
-        rows = {name: series[:] for name, series in f["train"].items()}
+    rows = read_series(os.path.join(out, "metrics.h5"))
     check(len(rows["step"]) == STEPS and list(rows["step"]) == list(range(1, STEPS + 1)),
           f"{name}: metrics has steps {list(rows['step'])}")
     return rows
@@ -116,5 +108,4 @@ try:
 except subprocess.TimeoutExpired:
     check(False, "a failing rank left the job hanging (60 s)")
 
-print(f"{passed} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -1,0 +1,41 @@
+"""Shared pieces of the end-to-end test scripts (tests/*/..._e2e.py): a
+tally of named checks with the closing "N passed, N failed" line, the
+environment for mpirun as root with no test hooks set, and reading a
+metrics.h5 group into a dict of arrays."""
+import os
+import sys
+
+import h5py
+
+TEST_HOOKS = ["RNND_FAULT_SIGNAL", "RNND_FAULT_NAN_GRAD", "RNND_FAULT_FLIP_PARAM", "RNND_FAULT_CHECKPOINT_DELAY"]
+
+
+class Checks:
+    def __init__(self):
+        self.passed, self.failures = 0, []
+
+    def check(self, ok, what):
+        if ok:
+            self.passed += 1
+        else:
+            self.failures.append(what)
+            print("FAIL " + what)
+
+    def finish(self):
+        """Prints the closing line and exits 1 if any check failed."""
+        print(f"{self.passed} passed, {len(self.failures)} failed")
+        sys.exit(1 if self.failures else 0)
+
+
+def mpi_env():
+    """One thread per rank, Open MPI allowed as root, no fault hooks inherited."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    for hook in TEST_HOOKS:
+        env.pop(hook, None)
+    return env
+
+
+def read_series(path, group="train"):
+    """metrics.h5's group as {series name: numpy array}."""
+    with h5py.File(path, "r") as f:
+        return {name: values[:] for name, values in f[group].items()}
