@@ -41,15 +41,6 @@ typedef struct {
   double seconds_per_size, bucket_mb;
 } allreduce_args;
 
-static long long parse_integer(const char *option, const char *value, long long min, long long max) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(value, &end, 10);
-  if (end == value || *end || errno || v < min || v > max)
-    rnnd_input_error("%s '%s': expected an integer in %lld..%lld", option, value, min, max);
-  return v;
-}
-
 static double parse_positive(const char *option, const char *value) {
   char *end;
   errno = 0;
@@ -66,12 +57,12 @@ static void parse_args(int argc, char **argv, allreduce_args *a) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) rnnd_input_error("%s: missing value; " USAGE, k);
     i++;
-    if (!strcmp(k, "--min-bytes")) a->min_bytes = parse_integer(k, v, 4, most_bytes);
-    else if (!strcmp(k, "--max-bytes")) a->max_bytes = parse_integer(k, v, 4, most_bytes);
-    else if (!strcmp(k, "--iters")) a->iters = (int)parse_integer(k, v, 1, 1000000);
-    else if (!strcmp(k, "--warmup")) a->warmup = (int)parse_integer(k, v, 0, 1000000);
+    if (!strcmp(k, "--min-bytes")) a->min_bytes = rnnd_parse_integer(k, v, 4, most_bytes);
+    else if (!strcmp(k, "--max-bytes")) a->max_bytes = rnnd_parse_integer(k, v, 4, most_bytes);
+    else if (!strcmp(k, "--iters")) a->iters = (int)rnnd_parse_integer(k, v, 1, 1000000);
+    else if (!strcmp(k, "--warmup")) a->warmup = (int)rnnd_parse_integer(k, v, 0, 1000000);
     else if (!strcmp(k, "--seconds-per-size")) a->seconds_per_size = parse_positive(k, v);
-    else if (!strcmp(k, "--numel")) a->numel = parse_integer(k, v, 0, most_bytes / 4);
+    else if (!strcmp(k, "--numel")) a->numel = rnnd_parse_integer(k, v, 0, most_bytes / 4);
     else if (!strcmp(k, "--bucket-mb")) a->bucket_mb = parse_positive(k, v);
     else rnnd_input_error("unknown option '%s'; " USAGE, k);
   }

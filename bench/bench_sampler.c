@@ -40,15 +40,6 @@ typedef struct {
   uint64_t seed;
 } sampler_args;
 
-static long long parse_integer(const char *option, const char *value, long long min, long long max) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(value, &end, 10);
-  if (end == value || *end || errno || v < min || v > max)
-    rnnd_input_error("%s '%s': expected an integer in %lld..%lld", option, value, min, max);
-  return v;
-}
-
 static void parse_args(int argc, char **argv, sampler_args *a) {
   *a = (sampler_args){NULL, 70, 64, 1024, 1, 8, 1234};
   for (int i = 1; i < argc; i++) {
@@ -60,12 +51,12 @@ static void parse_args(int argc, char **argv, sampler_args *a) {
     }
     const char *v = i + 1 < argc ? argv[++i] : NULL;
     if (!v) rnnd_input_error("%s: missing value; " USAGE, k);
-    if (!strcmp(k, "--max-len")) a->max_len = (int)parse_integer(k, v, 1, INT_MAX);
-    else if (!strcmp(k, "--per-rank")) a->per_rank = (int)parse_integer(k, v, 1, INT_MAX);
-    else if (!strcmp(k, "--max-world")) a->max_world = (int)parse_integer(k, v, 1, 1 << 20);
-    else if (!strcmp(k, "--epochs")) a->epochs = (int)parse_integer(k, v, 1, 1000);
-    else if (!strcmp(k, "--seed")) a->seed = (uint64_t)parse_integer(k, v, 0, LLONG_MAX);
-    else if (!strcmp(k, "--num-buckets")) a->num_buckets = (int)parse_integer(k, v, 1, 1000);
+    if (!strcmp(k, "--max-len")) a->max_len = (int)rnnd_parse_integer(k, v, 1, INT_MAX);
+    else if (!strcmp(k, "--per-rank")) a->per_rank = (int)rnnd_parse_integer(k, v, 1, INT_MAX);
+    else if (!strcmp(k, "--max-world")) a->max_world = (int)rnnd_parse_integer(k, v, 1, 1 << 20);
+    else if (!strcmp(k, "--epochs")) a->epochs = (int)rnnd_parse_integer(k, v, 1, 1000);
+    else if (!strcmp(k, "--seed")) a->seed = (uint64_t)rnnd_parse_integer(k, v, 0, LLONG_MAX);
+    else if (!strcmp(k, "--num-buckets")) a->num_buckets = (int)rnnd_parse_integer(k, v, 1, 1000);
     else rnnd_input_error("unknown option '%s'; " USAGE, k);
   }
   if (!a->path) rnnd_input_error("no data set given; " USAGE);

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "rnnd/common.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -111,4 +112,13 @@ double rnnd_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+long long rnnd_parse_integer(const char *option, const char *value, long long min, long long max) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(value, &end, 10);
+  if (end == value || *end || errno || v < min || v > max)
+    rnnd_input_error("%s '%s': expected an integer in %lld..%lld", option, value, min, max);
+  return v;
 }

@@ -57,6 +57,10 @@ void *rnnd_malloc(size_t size, const char *what);
 char *rnnd_strdup(const char *s);
 #define RNND_ALLOC(type, count, what) ((type *)rnnd_calloc((count), sizeof(type), (what)))
 
+/* A command-line integer in [min, max]; anything else is an input error
+ * naming the option and the accepted range. */
+long long rnnd_parse_integer(const char *option, const char *value, long long min, long long max);
+
 /* Monotonic wall clock in seconds. */
 double rnnd_now(void);
 
