@@ -10,7 +10,13 @@
  *
  * usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]
  *        [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]
- *        [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16] */
+ *        [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16]
+ *        [--device cpu|cuda]
+ *
+ * With --device cuda (builds with the CUDA backend) the step runs on GPU 0
+ * and a line "device_peak_mib <MiB>" gives the device memory in use after
+ * the run (the backend allocates everything up front, so this is its peak,
+ * CUDA context and library workspaces included). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,9 @@
 #include "rnnd/amp.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
+#ifdef RNND_HAVE_CUDA
+#include "rnnd/cuda_backend.h"
+#endif
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 #include "rnnd/sampler.h"
@@ -26,10 +35,11 @@ typedef struct {
   int cell, vocab, embed, hidden, layers, batch, min_len, max_len, steps, warmup, threads;
   long seed;
   rnnd_dtype precision;
+  int cuda;
 } bench_args;
 
 static void parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32};
+  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) rnnd_input_error("%s: missing value", k);
@@ -50,6 +60,9 @@ static void parse_args(int argc, char **argv, bench_args *a) {
                                                        : !strcmp(v, "bf16") ? RNND_DTYPE_BF16
                                                        : !strcmp(v, "fp32") ? RNND_DTYPE_F32
                                                        : (rnnd_input_error("--precision: '%s' is not fp32, fp16 or bf16", v), RNND_DTYPE_F32);
+    else if (!strcmp(k, "--device")) a->cuda = !strcmp(v, "cuda") ? 1
+                                             : !strcmp(v, "cpu") ? 0
+                                             : (rnnd_input_error("--device: '%s' is not cpu or cuda", v), 0);
     else rnnd_input_error("unknown option '%s'", k);
   }
 }
@@ -69,6 +82,19 @@ static void make_dataset(rnnd_dataset *ds, const bench_args *a, int n_seq) {
   ds->tokens = RNND_ALLOC(int32_t, ds->n_tokens, "tokens");
   for (int64_t i = 0; i < ds->n_tokens; i++)
     ds->tokens[i] = (int32_t)(rng_key2((uint64_t)a->seed + 7, (uint64_t)i) % (uint64_t)a->vocab);
+}
+
+static rnnd_backend *create_backend(const bench_args *a, const rnnd_layout *layout,
+                                    const rnnd_backend_capacity *cap) {
+  if (!a->cuda) return cpu_backend_create(layout, cap);
+#ifdef RNND_HAVE_CUDA
+  char name[160];
+  cuda_device_bind(0, name, sizeof name);
+  printf("device: %s\n", name);
+  return cuda_backend_create(layout, cap);
+#else
+  rnnd_input_error("--device cuda: this build has no CUDA backend");
+#endif
 }
 
 static int compare_double(const void *x, const void *y) {
@@ -92,20 +118,21 @@ int main(int argc, char **argv) {
   config_init_defaults(&cfg);
   rnnd_optimizer opt;
   optimizer_init(&opt, &cfg.train, layout.numel);
-  rnnd_backend_capacity cap = {a.batch, a.max_len, (int64_t)a.batch * a.max_len, a.threads, a.precision};
+  rnnd_backend_capacity cap = {.max_pieces = a.batch, .max_steps = a.max_len, .max_tokens = (int64_t)a.batch * a.max_len,
+                               .threads = a.threads, .storage = a.precision};
   /* the 16-bit compute copy of the weights (what the trainer keeps) */
   uint16_t *weights16 = a.precision != RNND_DTYPE_F32 ? RNND_ALLOC(uint16_t, layout.numel, "16-bit weights") : NULL;
   float *compute = weights16 ? RNND_ALLOC(float, layout.numel, "compute weights") : params;
-  rnnd_backend *be = cpu_backend_create(&layout, &cap);
+  rnnd_backend *be = create_backend(&a, &layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, a.batch, a.max_len, cap.max_tokens);
   rnnd_piece *pieces = RNND_ALLOC(rnnd_piece, a.batch, "pieces");
   double *rates = RNND_ALLOC(double, a.steps, "rates"), seconds_total = 0;
   int64_t tokens_total = 0;
   const char *core, *advice = cpu_blas_advice(&core);
-  printf("rnn_dist CPU backend: %s, vocab %d, embed %d, hidden %d, %d layers, batch %d, lengths %d..%d, threads %d, "
+  printf("rnn_dist %s backend: %s, vocab %d, embed %d, hidden %d, %d layers, batch %d, lengths %d..%d, threads %d, "
          "BLAS core %s, OPENBLAS_CORETYPE=%s\n",
-         model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch, a.min_len, a.max_len, a.threads, core,
+         be->ops->name, model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch, a.min_len, a.max_len, a.threads, core,
          getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
   if (advice) printf("warning: %s\n", advice);
   for (int s = 0; s < total; s++) {
@@ -139,6 +166,9 @@ int main(int argc, char **argv) {
   printf("memory precision %s weights %zu gradients %zu optimizer %zu activations %zu workspace %zu\n",
          rnnd_dtype_name(a.precision), weights, n * sizeof(float), optimizer_state_bytes(&opt),
          be->ops->activation_bytes(be), workspace);
+#ifdef RNND_HAVE_CUDA
+  if (a.cuda) printf("device_peak_mib %.1f\n", (double)cuda_device_used_bytes() / 1048576.0);
+#endif
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);
   return 0;

@@ -93,8 +93,16 @@ rnnd_cli_error(set_malformed [=[--set lr: expected section\.key=value$]=] ${RD} 
 rnnd_cli_error(unknown_option [=[unknown option '--frobnicate' \(see --help\)$]=] ${RD} --frobnicate)
 rnnd_cli_error(missing_value [=[--config: missing value]=] ${RD} --config)
 rnnd_cli_error(no_train_data [=[data\.train is not set \(or set data\.dir\)$]=] ${RD} --set output.dir=${RNND_WORK}/x)
-rnnd_cli_error(cuda_absent [=[train\.device = cuda but this rnn_dist was built without the CUDA backend]=]
-  ${RD} --config ${RNND_CONFIGS}/cuda_absent.ini --set data.dir=${RNND_BIBLE})
+# A GPU requested where there is none: a CPU-only build says so; a CUDA
+# build says no device is visible (hidden here with CUDA_VISIBLE_DEVICES).
+if(RNND_HAVE_CUDA)
+  rnnd_cli_error(cuda_absent [=[train\.device = cuda but no CUDA device is visible to this process]=]
+    ${RD} --config ${RNND_CONFIGS}/cuda_absent.ini --set data.dir=${RNND_BIBLE})
+  set_tests_properties(cli_error.cuda_absent PROPERTIES ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+else()
+  rnnd_cli_error(cuda_absent [=[train\.device = cuda but this rnn_dist was built without the CUDA backend]=]
+    ${RD} --config ${RNND_CONFIGS}/cuda_absent.ini --set data.dir=${RNND_BIBLE})
+endif()
 rnnd_cli_error(missing_data [=[/absent/train\.h5: cannot open \(No such file or directory\)$]=]
   ${RD} --set data.train=/absent/train.h5)
 rnnd_cli_error(eval_missing_args [=[eval: --checkpoint and --data are required]=] ${RD} eval --data x.h5)

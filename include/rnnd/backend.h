@@ -61,6 +61,9 @@ typedef struct {
    * so overflow and underflow happen as on a GPU; arithmetic is fp32.
    * Weights arrive already rounded (the trainer's compute copy). */
   rnnd_dtype storage;
+  /* CUDA backend only: fp32 optimizer buffers to hold on the device for the
+   * device-resident step (2 for Adam, 1 for SGD; 0: none). */
+  int optimizer_state;
 } rnnd_backend_capacity;
 
 /* CPU reference backend; free with be->ops->destroy(be). */

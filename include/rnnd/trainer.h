@@ -54,6 +54,10 @@ typedef struct {
   rnnd_loss_scaler scaler;
   rnnd_optimizer optimizer;
   rnnd_backend *backend;
+  int use_cuda;              /* the CUDA backend on device_name, device-resident step */
+  char device_name[160];
+  struct rnnd_nccl *nccl;    /* CUDA with several ranks: the gradient all-reduce */
+  int host_stale;            /* CUDA: params/optimizer on the host lag the device's */
   rnnd_batch batch;          /* this rank's share of the global batch */
   rnnd_dealer dealer;        /* shares each global batch out to the ranks */
   rnnd_piece *share;         /* this rank's pieces of the current global batch */

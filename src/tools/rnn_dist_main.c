@@ -89,8 +89,9 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_sampler sampler;
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
   sampler_init(&sampler, &ds, &options);
-  rnnd_backend_capacity cap = {sampler.largest_batch_pieces, sampler.largest_batch_steps,
-                               sampler.largest_batch_tokens, a.threads, RNND_DTYPE_F32};
+  rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
+                               .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
+                               .storage = RNND_DTYPE_F32};
   rnnd_backend *be = cpu_backend_create(&layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);

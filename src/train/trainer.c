@@ -12,6 +12,9 @@
 
 #include "rnnd/common.h"
 #include "rnnd/checkpoint.h"
+#ifdef RNND_HAVE_CUDA
+#include "rnnd/cuda_backend.h"
+#endif
 #include "rnnd/model_file.h"
 #include "rnnd/preempt.h"
 #include "rnnd/rng.h"
@@ -100,20 +103,36 @@ static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int
   if (tokens > cap->max_tokens) cap->max_tokens = tokens;
 }
 
-static void choose_device(const rnnd_config *cfg) {
-  if (cfg->train.device == RNND_DEVICE_CUDA)
+/* auto: the GPU when this build has the CUDA backend and a device is
+ * visible. Each rank binds GPU local_rank % count. */
+static void choose_device(rnnd_trainer *t) {
+  int device = t->cfg->train.device;
+  snprintf(t->device_name, sizeof t->device_name, "cpu");
+#ifdef RNND_HAVE_CUDA
+  if (device == RNND_DEVICE_AUTO) device = cuda_device_count() > 0 ? RNND_DEVICE_CUDA : RNND_DEVICE_CPU;
+  if (device == RNND_DEVICE_CUDA) {
+    t->use_cuda = 1;
+    cuda_device_bind(t->comm->local_rank, t->device_name, sizeof t->device_name);
+  }
+#else
+  if (device == RNND_DEVICE_CUDA)
     rnnd_input_error("config: train.device = cuda but this rnn_dist was built without the CUDA backend "
                      "(use train.device = cpu or auto)");
+#endif
 }
 
 static void create_backend(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_backend_capacity cap = {.threads = cfg->train.threads, .storage = t->precision};
+  if (t->use_cuda) cap.optimizer_state = t->optimizer.v ? 2 : 1;
   grow_capacity(&cap, &t->train_sampler, t->comm->size);
   /* evaluation hands whole batches to ranks in turn */
   if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
   if (t->test.present) grow_capacity(&cap, &t->test.sampler, 1);
-  t->backend = cpu_backend_create(&t->layout, &cap);
+#ifdef RNND_HAVE_CUDA
+  if (t->use_cuda) t->backend = cuda_backend_create(&t->layout, &cap);
+#endif
+  if (!t->backend) t->backend = cpu_backend_create(&t->layout, &cap);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
 }
 
@@ -152,7 +171,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   memset(t, 0, sizeof *t);
   t->cfg = cfg;
   t->comm = comm;
-  choose_device(cfg);
+  choose_device(t);
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
   load_eval_set(t, &t->valid, cfg->data.valid, "validation");
@@ -189,6 +208,12 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   if (checkpoint) resume_from(t, checkpoint);
   refresh_compute_copy(t);
   create_backend(t);
+#ifdef RNND_HAVE_CUDA
+  if (t->use_cuda) {
+    if (comm->size > 1) t->nccl = nccl_create(comm);
+    cuda_resident_load(t->backend, &t->optimizer, t->params);
+  }
+#endif
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
   t->share = RNND_ALLOC(rnnd_piece, t->train_sampler.largest_batch_pieces, "rank share");
   grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
@@ -206,6 +231,9 @@ void trainer_free(rnnd_trainer *t) {
   if (t->log) fclose(t->log);
   metrics_close(&t->metrics);
   grad_sync_free(&t->grad_sync);
+#ifdef RNND_HAVE_CUDA
+  nccl_destroy(t->nccl);
+#endif
   dealer_free(&t->dealer);
   if (t->backend) t->backend->ops->destroy(t->backend);
   batch_free(&t->batch);
@@ -292,7 +320,65 @@ static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   st->nll = local_nll;
 }
 
+#ifdef RNND_HAVE_CUDA
+/* The step on a GPU: the same decisions as below, with the gradient, its
+ * all-reduce (NCCL, overlapped with backward), the clip and the update on
+ * the device; the host sees only the loss and the norms. */
+static rnnd_step_stats device_train_step(rnnd_trainer *t) {
+  const rnnd_config *cfg = t->cfg;
+  rnnd_step_stats st = {.loss_scale = t->scaler.scale};
+  double start = rnnd_now();
+  const rnnd_piece *pieces;
+  int count = next_global_batch(t, &pieces);
+  int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
+  st.imbalance = dealer_imbalance(&t->dealer);
+  for (int r = 0; r < t->comm->size; r++) st.tokens += t->dealer.tokens[r];
+  if (share) batch_fill(&t->batch, &t->train, t->share, share);
+  rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
+  /* as on the CPU: 16-bit rounding with 16-bit precision, or on a 16-bit wire between ranks */
+  rnnd_dtype wire = t->precision == RNND_DTYPE_F32 && t->comm->size == 1 ? RNND_DTYPE_F32 : t->grad_sync.wire;
+  cuda_reduce_options options = {.wire = wire, .bucket_elems = t->grad_sync.bucket_elems,
+                                 .loss_scale = st.loss_scale, .inject_nan = t->step == t->fault_nan_step};
+  cuda_gradient_result g;
+  cuda_resident_gradients(t->backend, t->nccl, share ? &t->batch : NULL, &dropout,
+                          (float)(st.loss_scale / (double)st.tokens), &options, &g);
+  st.nll = g.nll;
+  st.underflow = g.underflow;
+  st.comm_s = g.exposed_comm_s;
+  st.compute_s = rnnd_now() - start - st.comm_s;
+  st.grad_norm = g.grad_norm;
+  st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
+  st.skipped = !loss_scaler_update(&t->scaler, isfinite(st.grad_norm));
+  if (!st.skipped) {
+    double max_norm = cfg->train.clip_norm, coef = max_norm / (st.grad_norm + 1e-6);
+    t->optimizer.steps++;
+    double update_norm = cuda_resident_update(t->backend, &t->optimizer, st.lr,
+                                              max_norm > 0.0 && coef < 1.0 ? coef : 1.0, &st.param_norm);
+    st.update_ratio = st.param_norm > 0 ? update_norm / st.param_norm : 0.0;
+  } else {
+    st.param_norm = cuda_resident_param_norm(t->backend);
+  }
+  t->host_stale = 1;
+  st.step_s = rnnd_now() - start;
+  t->step++;
+  t->tokens_seen += st.tokens;
+  return st;
+}
+#endif
+
+/* CUDA: brings the device's weights and optimizer state to the host, for
+ * whatever reads them there (checkpoints, model files, replica checks). */
+static void sync_host(rnnd_trainer *t) {
+#ifdef RNND_HAVE_CUDA
+  if (t->use_cuda && t->host_stale) cuda_resident_store(t->backend, &t->optimizer, t->params);
+#endif
+  t->host_stale = 0;
+}
+
 rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
+#ifdef RNND_HAVE_CUDA
+  if (t->use_cuda) return device_train_step(t);
+#endif
   const rnnd_config *cfg = t->cfg;
   rnnd_step_stats st = {.loss_scale = t->scaler.scale};
   double start = rnnd_now();
@@ -343,9 +429,16 @@ static int64_t fault_step(const char *variable, int rank) {
 
 /* Every rank must hold bitwise the same parameters; stop the job if not. */
 static void check_replicas(rnnd_trainer *t) {
-  if (t->step == t->fault_flip_step) t->params[0] = nextafterf(t->params[0], INFINITY);
+  if (t->step == t->fault_flip_step) {
+    sync_host(t);
+    t->params[0] = nextafterf(t->params[0], INFINITY);
+#ifdef RNND_HAVE_CUDA
+    if (t->use_cuda) cuda_resident_load(t->backend, &t->optimizer, t->params);
+#endif
+  }
   const rnnd_comm *c = t->comm;
   if (c->size == 1 || !t->cfg->comm.check_every || t->step % t->cfg->comm.check_every) return;
+  sync_host(t);
   uint64_t *sums = RNND_ALLOC(uint64_t, (size_t)c->size, "checksums");
   comm_allgather_u64(c, params_checksum(t->params, t->layout.numel), sums);
   for (int r = 1; r < c->size; r++)
@@ -377,8 +470,11 @@ rnnd_memory trainer_memory(const rnnd_trainer *t) {
   return m;
 }
 
+/* On a GPU: the device arena, which holds everything the step touches
+ * (weights, gradient, optimizer state, activations); else the host total. */
 static size_t memory_bytes(const rnnd_trainer *t) {
   rnnd_memory m = trainer_memory(t);
+  if (t->use_cuda) return m.activations + m.workspace;
   return m.weights + m.gradients + m.optimizer + m.activations + m.workspace;
 }
 
@@ -409,6 +505,7 @@ static void record_histograms(rnnd_trainer *t) {
   static const char *const gru_gates[] = {"r", "z", "n"}, *const lstm_gates[] = {"i", "f", "g", "o"};
   const rnnd_model_shape *s = &t->layout.shape;
   if (t->comm->rank != 0 || !t->cfg->metrics.hist_every || t->step % t->cfg->metrics.hist_every) return;
+  if (!t->backend->ops->gate_histogram) return; /* a backend that cannot see its gates (CUDA) */
   int gates = t->layout.gates, series = s->layers * gates;
   int64_t *counts = RNND_ALLOC(int64_t, (size_t)series * HISTOGRAM_BINS, "gate histograms");
   for (int k = 0; k < series; k++)
@@ -469,6 +566,7 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
 }
 
 static void save_model(rnnd_trainer *t) {
+  sync_host(t);
   if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len);
 }
 
@@ -483,6 +581,7 @@ static void print_header(rnnd_trainer *t) {
               t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
               (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
               t->cfg->train.global_batch);
+  if (t->use_cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device_name);
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
               core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
               rnnd_dtype_name(t->precision), t->scaler.dynamic ? " with dynamic loss scaling" : "");
@@ -507,6 +606,7 @@ static stop_reason should_stop(const rnnd_trainer *t) {
 }
 
 static void save_checkpoint(rnnd_trainer *t) {
+  sync_host(t);
   if (t->comm->rank != 0) return;
   char *config_text = NULL;
   size_t config_size = 0;

@@ -30,7 +30,8 @@ void fixture_free(fixture *f) {
 }
 
 rnnd_backend *fixture_backend(const fixture *f, int max_pieces, int threads) {
-  rnnd_backend_capacity cap = {max_pieces, f->sampler.largest_batch_steps, 0, threads, RNND_DTYPE_F32};
+  rnnd_backend_capacity cap = {.max_pieces = max_pieces, .max_steps = f->sampler.largest_batch_steps,
+                               .threads = threads, .storage = RNND_DTYPE_F32};
   for (int64_t i = 0; i < f->sampler.n_pieces; i++) cap.max_tokens += f->sampler.pieces[i].length;
   return cpu_backend_create(&f->layout, &cap);
 }

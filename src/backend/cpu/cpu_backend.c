@@ -65,15 +65,15 @@ static int input_width(const cpu_backend *cb, int layer) { return layer == 0 ? c
 static void dropout_apply(float *dst, const float *src, int width, const rnnd_batch *b, const rnnd_dropout *dr,
                           int slot) {
   const float p = dr->p, scale = 1.0f / (1.0f - p);
-  const uint64_t slot_key = rng_key2(rng_key2(dr->seed ^ 0xD50Full, (uint64_t)dr->step), (uint64_t)slot);
+  const uint64_t slot_key = rng_dropout_slot_key(dr->seed, dr->step, slot);
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
       int64_t row = b->step_offsets[t] + i;
-      uint64_t row_key = rng_key2(slot_key, ((uint64_t)b->pieces[i].id << 20) ^ (uint64_t)t);
+      uint64_t row_key = rng_dropout_row_key(slot_key, b->pieces[i].id, t);
       const float *in = src + row * width;
       float *o = dst + row * width;
       for (int j = 0; j < width; j++) {
-        float u = rng_uniform_from(rng_mix64(row_key + (uint64_t)j));
+        float u = rng_dropout_uniform(row_key, j);
         o[j] = u < p ? 0.0f : in[j] * scale;
       }
     }

@@ -1,0 +1,348 @@
+/* cuda_kernels.cu — the CUDA backend's own kernels (see cuda_kernels.h).
+ * Templates over the activation type keep one body per kernel; the C
+ * launchers pick the instance from rnnd_dtype. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+#include "rnnd/rng.h"
+
+namespace {
+
+const int kThreads = 256;
+
+__device__ inline float to_f32(float x) { return x; }
+__device__ inline float to_f32(__half x) { return __half2float(x); }
+__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ inline T from_f32(float x);
+template <> __device__ inline float from_f32<float>(float x) { return x; }
+template <> __device__ inline __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return (unsigned)(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+template <typename T>
+__global__ void gather_embedding(T *x, const T *table, const int32_t *ids, int64_t rows, int width) {
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / width;
+    x[i] = table[(int64_t)ids[r] * width + (i - r * width)];
+  }
+}
+
+template <typename T>
+__global__ void scatter_add_embedding(float *grad, const T *dx, const int32_t *ids, int64_t rows, int width) {
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / width;
+    atomicAdd(&grad[(int64_t)ids[r] * width + (i - r * width)], to_f32(dx[i]));
+  }
+}
+
+template <typename T>
+__global__ void dropout(T *dst, const T *src, int64_t rows, int width, const int64_t *row_piece,
+                        const int32_t *row_position, uint64_t slot_key, float p) {
+  const float scale = 1.0f / (1.0f - p);
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / width;
+    int unit = (int)(i - r * width);
+    uint64_t row_key = rng_dropout_row_key(slot_key, row_piece[r], row_position[r]);
+    float u = rng_dropout_uniform(row_key, unit);
+    dst[i] = from_f32<T>(u < p ? 0.0f : to_f32(src[i]) * scale);
+  }
+}
+
+/* Block-wide reductions through shared memory (blockDim.x == kThreads). */
+__device__ float block_max(float v, float *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+__device__ float block_sum(float v, float *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+/* One block per row: bias, max, sum of exp, NLL, then the gradient. */
+template <typename T>
+__global__ void softmax_xent(float *logits, T *grad16, const T *bias, const int32_t *targets, int vocab,
+                             float weight, double *row_nll) {
+  __shared__ float shared[kThreads];
+  float *row = logits + (int64_t)blockIdx.x * vocab;
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) {
+    float v = row[j] + to_f32(bias[j]);
+    row[j] = v;
+    local_max = fmaxf(local_max, v);
+  }
+  float max = block_max(local_max, shared);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) local_sum += expf(row[j] - max);
+  float sum = block_sum(local_sum, shared);
+  int target = targets[blockIdx.x];
+  if (threadIdx.x == 0) row_nll[blockIdx.x] = (double)logf(sum) + (double)max - (double)row[target];
+  __syncthreads(); /* row[target] is read above before it is overwritten below */
+  if (weight <= 0.0f) return;
+  float scale = weight / sum;
+  T *out16 = grad16 ? grad16 + (int64_t)blockIdx.x * vocab : nullptr;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) {
+    float g = expf(row[j] - max) * scale - (j == target ? weight : 0.0f);
+    row[j] = g;
+    if (out16) out16[j] = from_f32<T>(g);
+  }
+}
+
+__global__ void sum_f64(const double *x, int64_t n, double *out) {
+  __shared__ double shared[kThreads];
+  double local = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) local += x[i];
+  shared[threadIdx.x] = local;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = shared[0];
+}
+
+__global__ void fill_f32(float *x, float value, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = value;
+}
+
+template <typename T> __global__ void cast_from_f32(T *dst, const float *src, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = from_f32<T>(src[i]);
+}
+
+/* blockIdx.y picks the segment; the x dimension strides over its elements. */
+template <typename T>
+__global__ void canonical_to_space(char *space, const float *canonical, const cuda_weight_segment *segments) {
+  cuda_weight_segment s = segments[blockIdx.y];
+  T *dst = (T *)(space + s.space_offset);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < s.count; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = from_f32<T>(canonical[s.canonical_offset + i]);
+}
+
+template <typename T>
+__global__ void space_add_to_canonical(float *canonical, const char *space, const cuda_weight_segment *segments) {
+  cuda_weight_segment s = segments[blockIdx.y];
+  const T *src = (const T *)(space + s.space_offset);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < s.count; i += (int64_t)gridDim.x * blockDim.x)
+    canonical[s.canonical_offset + i] += to_f32(src[i]);
+}
+
+__global__ void to_wire_kernel_f16(__half *wire, const float *g, int64_t n, unsigned long long *counts) {
+  unsigned long long nonzero = 0, lost = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    __half h = __float2half_rn(g[i]);
+    wire[i] = h;
+    nonzero += g[i] != 0.0f;
+    lost += g[i] != 0.0f && __half2float(h) == 0.0f;
+  }
+  if (nonzero) atomicAdd(&counts[0], nonzero);
+  if (lost) atomicAdd(&counts[1], lost);
+}
+
+__global__ void to_wire_kernel_bf16(__nv_bfloat16 *wire, const float *g, int64_t n, unsigned long long *counts) {
+  unsigned long long nonzero = 0, lost = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    __nv_bfloat16 h = __float2bfloat16_rn(g[i]);
+    wire[i] = h;
+    nonzero += g[i] != 0.0f;
+    lost += g[i] != 0.0f && __bfloat162float(h) == 0.0f;
+  }
+  if (nonzero) atomicAdd(&counts[0], nonzero);
+  if (lost) atomicAdd(&counts[1], lost);
+}
+
+template <typename T> __global__ void from_wire_kernel(float *g, const T *wire, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    g[i] = to_f32(wire[i]);
+}
+
+/* Tree sum of one double per thread into shared[0] (blockDim.x == kThreads). */
+__device__ double block_sum_f64(double v, double *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  double result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+__global__ void scale_and_square(float *x, int64_t n, float scale, double *partials) {
+  __shared__ double shared[kThreads];
+  double local = 0.0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float v = scale != 1.0f ? x[i] * scale : x[i];
+    x[i] = v;
+    local += (double)v * v;
+  }
+  double total = block_sum_f64(local, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void optimizer_update(float *params, const float *grads, float *m, float *v, int64_t n,
+                                 cuda_update_args a, double *update_partials, double *param_partials) {
+  __shared__ double shared[kThreads];
+  double updates = 0.0, weights = 0.0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float p = params[i];
+    float g = (a.clip != 1.0f ? grads[i] * a.clip : grads[i]) + a.weight_decay * p;
+    float update;
+    if (a.adam) {
+      float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+      float vi = a.beta2 * v[i] + (1.0f - a.beta2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      float denom = sqrtf(vi) / a.correction2_sqrt + a.eps;
+      update = a.step_size * (mi / denom);
+    } else {
+      if (a.momentum != 0.0f) {
+        float buf = a.first_step ? g : a.momentum * m[i] + g;
+        m[i] = buf;
+        g = buf;
+      }
+      update = a.step_size * g;
+    }
+    p -= update;
+    params[i] = p;
+    updates += (double)update * update;
+    weights += (double)p * p;
+  }
+  double u = block_sum_f64(updates, shared), w = block_sum_f64(weights, shared);
+  if (threadIdx.x == 0) {
+    update_partials[blockIdx.x] = u;
+    param_partials[blockIdx.x] = w;
+  }
+}
+
+} // namespace
+
+/* Calls F<float>, F<__half> or F<__nv_bfloat16> for the activation type. */
+#define DISPATCH(d, CALL)                                                      \
+  do {                                                                         \
+    if ((d) == RNND_DTYPE_F16) { typedef __half T; CALL; }                     \
+    else if ((d) == RNND_DTYPE_BF16) { typedef __nv_bfloat16 T; CALL; }        \
+    else { typedef float T; CALL; }                                            \
+    CUDA_CHECK_LAUNCH();                                                       \
+  } while (0)
+
+extern "C" void cuda_gather_embedding(void *x, rnnd_dtype d, const void *table, const int32_t *ids, int64_t rows,
+                                      int width, cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (gather_embedding<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)x, (const T *)table, ids, rows, width)));
+}
+
+extern "C" void cuda_scatter_add_embedding(float *grad_table, const void *dx, rnnd_dtype d, const int32_t *ids,
+                                           int64_t rows, int width, cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (scatter_add_embedding<T><<<grid_for(rows * width), kThreads, 0, stream>>>(grad_table, (const T *)dx,
+                                                                                       ids, rows, width)));
+}
+
+extern "C" void cuda_dropout(void *dst, const void *src, rnnd_dtype d, int64_t rows, int width,
+                             const int64_t *row_piece, const int32_t *row_position, uint64_t slot_key, float p,
+                             cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (dropout<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)dst, (const T *)src, rows, width,
+                                                                         row_piece, row_position, slot_key, p)));
+}
+
+extern "C" void cuda_softmax_xent(float *logits, void *grad16, rnnd_dtype d, const void *bias,
+                                  const int32_t *targets, int rows, int vocab, float weight, double *row_nll,
+                                  cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (softmax_xent<T><<<rows, kThreads, 0, stream>>>(logits, (T *)grad16, (const T *)bias, targets, vocab, weight,
+                                                              row_nll)));
+}
+
+extern "C" void cuda_sum_f64(const double *x, int64_t n, double *out, cudaStream_t stream) {
+  sum_f64<<<1, kThreads, 0, stream>>>(x, n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_fill_f32(float *x, float value, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_f32<<<grid_for(n), kThreads, 0, stream>>>(x, value, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_cast_from_f32(void *dst, rnnd_dtype d, const float *src, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (cast_from_f32<T><<<grid_for(n), kThreads, 0, stream>>>((T *)dst, src, n)));
+}
+
+static dim3 segment_grid(int n, int64_t longest) {
+  unsigned x = grid_for(longest);
+  return dim3(x < 256 ? x : 256, (unsigned)n);
+}
+
+extern "C" void cuda_canonical_to_space(void *space, rnnd_dtype d, const float *canonical,
+                                        const cuda_weight_segment *segments, int n, int64_t longest,
+                                        cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (canonical_to_space<T><<<segment_grid(n, longest), kThreads, 0, stream>>>((char *)space, canonical,
+                                                                                       segments)));
+}
+
+extern "C" void cuda_space_add_to_canonical(float *canonical, const void *space, rnnd_dtype d,
+                                            const cuda_weight_segment *segments, int n, int64_t longest,
+                                            cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (space_add_to_canonical<T><<<segment_grid(n, longest), kThreads, 0, stream>>>(
+                  canonical, (const char *)space, segments)));
+}
+
+extern "C" void cuda_to_wire(void *wire, rnnd_dtype w, const float *g, int64_t n, unsigned long long *counts,
+                             cudaStream_t stream) {
+  if (n <= 0) return;
+  if (w == RNND_DTYPE_BF16) to_wire_kernel_bf16<<<grid_for(n), kThreads, 0, stream>>>((__nv_bfloat16 *)wire, g, n,
+                                                                                        counts);
+  else to_wire_kernel_f16<<<grid_for(n), kThreads, 0, stream>>>((__half *)wire, g, n, counts);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_from_wire(float *g, const void *wire, rnnd_dtype w, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (w == RNND_DTYPE_BF16)
+    from_wire_kernel<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream>>>(g, (const __nv_bfloat16 *)wire, n);
+  else from_wire_kernel<__half><<<grid_for(n), kThreads, 0, stream>>>(g, (const __half *)wire, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_scale_and_square(float *x, int64_t n, float scale, double *partials, cudaStream_t stream) {
+  scale_and_square<<<CUDA_NORM_BLOCKS, kThreads, 0, stream>>>(x, n, scale, partials);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_optimizer_update(float *params, const float *grads, float *m, float *v, int64_t n,
+                                      const cuda_update_args *args, double *update_partials,
+                                      double *param_partials, cudaStream_t stream) {
+  optimizer_update<<<CUDA_NORM_BLOCKS, kThreads, 0, stream>>>(params, grads, m, v, n, *args, update_partials,
+                                                              param_partials);
+  CUDA_CHECK_LAUNCH();
+}

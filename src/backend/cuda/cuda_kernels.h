@@ -1,0 +1,93 @@
+/* cuda_kernels.h — the few CUDA kernels the CUDA backend needs beside cuDNN
+ * and cuBLAS, behind C launchers: embedding gather and scatter-add,
+ * counter-keyed dropout (the CPU backend's masks, bit for bit), fused
+ * softmax cross-entropy, 16-bit casts, the copies between the canonical
+ * (PyTorch-named) parameter buffer and cuDNN's weight space, and a
+ * deterministic sum.
+ *
+ * "Data" buffers hold the activation format D (rnnd_dtype: fp32, fp16 or
+ * bf16); parameters, gradients and logits are always fp32. Every launcher
+ * enqueues on `stream` and checks the launch. */
+#ifndef RNND_CUDA_KERNELS_H
+#define RNND_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "rnnd/half.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One contiguous run of elements of a parameter: canonical[canonical_offset
+ * + i] <-> weight space bytes at space_offset as type D, i < count. */
+typedef struct {
+  int64_t canonical_offset; /* floats into the canonical buffer */
+  int64_t space_offset;     /* bytes into the weight-space allocation */
+  int64_t count;
+} cuda_weight_segment;
+
+/* x[r, :] = table[ids[r], :], r < rows; table and x both in D. */
+void cuda_gather_embedding(void *x, rnnd_dtype d, const void *table, const int32_t *ids, int64_t rows, int width,
+                           cudaStream_t stream);
+/* grad_table[ids[r], :] += dx[r, :]. */
+void cuda_scatter_add_embedding(float *grad_table, const void *dx, rnnd_dtype d, const int32_t *ids, int64_t rows,
+                                int width, cudaStream_t stream);
+/* dst = src * mask / (1 - p) in place or not; the mask of row r depends on
+ * (slot_key, row_piece[r], row_position[r], unit) as in rng.h. */
+void cuda_dropout(void *dst, const void *src, rnnd_dtype d, int64_t rows, int width, const int64_t *row_piece,
+                  const int32_t *row_position, uint64_t slot_key, float p, cudaStream_t stream);
+/* Per row: logits += bias (in D); row_nll[r] = logsumexp - logit[target]. With
+ * weight > 0 the row becomes weight * (softmax - onehot(target)) in fp32,
+ * and also in D into grad16 when grad16 is not NULL. */
+void cuda_softmax_xent(float *logits, void *grad16, rnnd_dtype d, const void *bias, const int32_t *targets,
+                       int rows, int vocab, float weight, double *row_nll, cudaStream_t stream);
+/* *out = sum of x[0..n) in a fixed order (one block). */
+void cuda_sum_f64(const double *x, int64_t n, double *out, cudaStream_t stream);
+void cuda_fill_f32(float *x, float value, int64_t n, cudaStream_t stream);
+/* dst (as D) = src, n elements. */
+void cuda_cast_from_f32(void *dst, rnnd_dtype d, const float *src, int64_t n, cudaStream_t stream);
+/* Weight space <- canonical parameters (cast to D), and canonical gradient
+ * += weight-space gradient, over `n` segments (the table in device memory). */
+void cuda_canonical_to_space(void *space, rnnd_dtype d, const float *canonical, const cuda_weight_segment *segments,
+                             int n, int64_t longest, cudaStream_t stream);
+void cuda_space_add_to_canonical(float *canonical, const void *space, rnnd_dtype d,
+                                 const cuda_weight_segment *segments, int n, int64_t longest, cudaStream_t stream);
+
+/* --- the device-resident step (cuda_resident.c) --- */
+
+/* Blocks of the fixed grid the norm kernels use: their per-block partial
+ * sums, added by cuda_sum_f64 in block order, make every norm a
+ * deterministic function of the data (the same on every rank). */
+#define CUDA_NORM_BLOCKS 512
+
+/* wire[i] = g[i] in the 16-bit format w; counts[0] += non-zero values,
+ * counts[1] += those that became zero. */
+void cuda_to_wire(void *wire, rnnd_dtype w, const float *g, int64_t n, unsigned long long *counts,
+                  cudaStream_t stream);
+void cuda_from_wire(float *g, const void *wire, rnnd_dtype w, int64_t n, cudaStream_t stream);
+/* x *= scale (skipped when scale == 1) and partials[block] = sum of x^2
+ * over the block's elements (CUDA_NORM_BLOCKS blocks). */
+void cuda_scale_and_square(float *x, int64_t n, float scale, double *partials, cudaStream_t stream);
+
+/* One optimizer update with the CPU's arithmetic (optim.c): the gradient is
+ * first multiplied by clip (1 = no clipping), as grad_clip does. Writes the
+ * updated master weights and partials of sum(update^2) and sum(param^2)
+ * (CUDA_NORM_BLOCKS each). */
+typedef struct {
+  float beta1, beta2, eps, weight_decay, momentum;
+  float step_size;          /* Adam: lr / (1 - beta1^t); SGD: lr */
+  float correction2_sqrt;   /* Adam: sqrt(1 - beta2^t) */
+  float clip;
+  int adam, first_step;
+} cuda_update_args;
+void cuda_optimizer_update(float *params, const float *grads, float *m, float *v, int64_t n,
+                           const cuda_update_args *args, double *update_partials, double *param_partials,
+                           cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
