@@ -1,0 +1,9 @@
+# launch_tests.cmake — the launch scripts (launch/local.sh, scaling.sh,
+# slurm.sbatch with srun/scontrol stand-ins) end to end. Labelled "launch".
+# Included from tests/CMakeLists.txt.
+
+add_test(NAME launch_scripts
+         COMMAND ${RNND_TEST_DIR}/launch/launch_e2e.sh ${PROJECT_SOURCE_DIR} ${RNND_WORK}/bible
+                 ${RNND_WORK}/launch)
+set_tests_properties(launch_scripts PROPERTIES FIXTURES_REQUIRED bible LABELS "launch;mpi;train" PROCESSORS 2
+                     TIMEOUT 300 ENVIRONMENT "RNND_BIN=$<TARGET_FILE:rnn_dist>;RNND_PYTHON=${RNND_PYTHON}")
