@@ -11,7 +11,16 @@
  * usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]
  *        [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]
  *        [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16]
- *        [--device cpu|cuda]
+ *        [--device cpu|cuda] [--roofline 0|1]
+ *
+ * --roofline 1 (CPU) also times the backend's sgemm on exactly the products
+ * of one step (gemm_rate.h) and prints the line
+ * "roofline flops_per_token <n> products_flops_per_token <m> achieved_gflops <x>
+ * sgemm_gflops <y> shapes <k> efficiency <x/y>" (m: the same count taken from
+ * the products of the last batch, a cross-check):
+ * FLOPs per token counted from the model (input and recurrent products,
+ * decoder; backward = 2x forward) times the median tokens/s, against what
+ * the same BLAS does on those shapes alone.
  *
  * With --device cuda (builds with the CUDA backend) the step runs on GPU 0
  * and a line "device_peak_mib <MiB>" gives the device memory in use after
@@ -30,16 +39,17 @@
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 #include "rnnd/sampler.h"
+#include "gemm_rate.h"
 
 typedef struct {
   int cell, vocab, embed, hidden, layers, batch, min_len, max_len, steps, warmup, threads;
   long seed;
   rnnd_dtype precision;
-  int cuda;
+  int cuda, roofline;
 } bench_args;
 
 static void parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0};
+  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) rnnd_input_error("%s: missing value", k);
@@ -60,6 +70,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
                                                        : !strcmp(v, "bf16") ? RNND_DTYPE_BF16
                                                        : !strcmp(v, "fp32") ? RNND_DTYPE_F32
                                                        : (rnnd_input_error("--precision: '%s' is not fp32, fp16 or bf16", v), RNND_DTYPE_F32);
+    else if (!strcmp(k, "--roofline")) a->roofline = atoi(v) != 0;
     else if (!strcmp(k, "--device")) a->cuda = !strcmp(v, "cuda") ? 1
                                              : !strcmp(v, "cpu") ? 0
                                              : (rnnd_input_error("--device: '%s' is not cpu or cuda", v), 0);
@@ -109,7 +120,8 @@ int main(int argc, char **argv) {
   int total = a.steps + a.warmup;
   rnnd_dataset ds;
   make_dataset(&ds, &a, a.batch * total);
-  rnnd_model_shape shape = {a.cell, a.layers, a.embed, a.hidden, a.vocab, 1, 0};
+  rnnd_model_shape shape = {.cell = a.cell, .layers = a.layers, .embed = a.embed, .hidden = a.hidden,
+                            .vocab_size = a.vocab, .directions = 1};
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   float *params = RNND_ALLOC(float, layout.numel, "params"), *grads = RNND_ALLOC(float, layout.numel, "grads");
@@ -169,6 +181,13 @@ int main(int argc, char **argv) {
 #ifdef RNND_HAVE_CUDA
   if (a.cuda) printf("device_peak_mib %.1f\n", (double)cuda_device_used_bytes() / 1048576.0);
 #endif
+  if (a.roofline && !a.cuda) {
+    gemm_step_rate r = gemm_rate_for_step(&shape, &batch);
+    double achieved = median * flops / 1e9, sgemm = r.flops / r.seconds / 1e9;
+    printf("roofline flops_per_token %.0f products_flops_per_token %.0f achieved_gflops %.1f sgemm_gflops %.1f "
+           "shapes %d efficiency %.3f\n", flops, r.flops / (double)batch.n_tokens, achieved, sgemm, r.products,
+           achieved / sgemm);
+  }
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);
   return 0;

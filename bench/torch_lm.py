@@ -61,6 +61,9 @@ CONFIG_KEYS = {
         "bidirectional": (bool, "false"),
         "dropout": (float, "0.0"),
         "tie_weights": (bool, "false"),
+        "decoder": (("softmax", "adaptive"), "softmax"),
+        "cutoffs": (str, "2000,10000"),
+        "div_value": (float, "4.0"),
     },
     "data": {
         "dir": (str, ""),
@@ -180,6 +183,8 @@ def load_config(path, overrides, data_dir):
         sys.exit("config: train.global_batch_tokens is not supported by this reference script (use global_batch)")
     m = cfg["model"]
     dirs = 2 if m["bidirectional"] else 1
+    if m["tie_weights"] and m["decoder"] == "adaptive":
+        sys.exit("config: model.tie_weights needs model.decoder = softmax")
     if m["tie_weights"] and m["embed"] != m["hidden"] * dirs:
         sys.exit("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)"
                  % (m["embed"], m["hidden"] * dirs))
@@ -245,7 +250,9 @@ from torch.nn.utils.rnn import PackedSequence  # noqa: E402
 class LanguageModel(nn.Module):
     """embedding -> dropout -> GRU/LSTM (packed, zero state) -> dropout -> decoder."""
 
-    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie):
+    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie, adaptive=None):
+        """adaptive: None for nn.Linear, or (cutoffs, div_value) for
+        nn.AdaptiveLogSoftmaxWithLoss (head_bias=False), rnn_dist's model.decoder = adaptive."""
         super().__init__()
         dirs = 2 if bidirectional else 1
         self.embedding = nn.Embedding(vocab, embed)
@@ -253,23 +260,37 @@ class LanguageModel(nn.Module):
         self.rnn = rnn_class(embed, hidden, num_layers=layers, bidirectional=bidirectional,
                              dropout=dropout if layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)
-        self.decoder = nn.Linear(hidden * dirs, vocab)
+        self.adaptive = adaptive
+        if adaptive:
+            self.decoder = nn.AdaptiveLogSoftmaxWithLoss(hidden * dirs, vocab, list(adaptive[0]),
+                                                         div_value=adaptive[1], head_bias=False)
+        else:
+            self.decoder = nn.Linear(hidden * dirs, vocab)
         if tie:
             self.decoder.weight = self.embedding.weight
         self.hyper = dict(cell=cell, layers=layers, embed=embed, hidden=hidden, vocab_size=vocab,
                           bidirectional=int(bidirectional), tie_weights=int(tie))
+
+    def loss_sum(self, inputs, targets, masks=None):
+        """Sum of target NLL (double precision accumulation is the caller's)."""
+        y = self(inputs, masks)
+        if self.adaptive:
+            return self.decoder(y, targets).loss * targets.numel()
+        return F.cross_entropy(self.decoder(y), targets, reduction="sum")
 
     def reset_parameters(self):
         """The trainer's init: embedding/decoder U(-0.1, 0.1), decoder bias 0,
         RNN PyTorch default U(-1/sqrt(H), 1/sqrt(H))."""
         with torch.no_grad():
             self.embedding.weight.uniform_(-0.1, 0.1)
+            if self.adaptive:
+                return  # head and tails: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)), as rnn_dist
             if self.decoder.weight is not self.embedding.weight:
                 self.decoder.weight.uniform_(-0.1, 0.1)
             self.decoder.bias.zero_()
 
     def forward(self, packed_inputs, masks=None):
-        """Logits [targets, V] in packed order. masks: None for PyTorch's own
+        """Decoder input [targets, H * dirs] in packed order. masks: None for PyTorch's own
         dropout, or a function (slot, width) -> [rows, width] multiplier that
         applies rnn_dist's masks (slot 0 embeddings, l+1 after layer l)."""
         if masks is None or not self.training:
@@ -277,12 +298,12 @@ class LanguageModel(nn.Module):
             out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
                                              packed_inputs.sorted_indices,
                                              packed_inputs.unsorted_indices))
-            return self.decoder(self.drop(out.data))
+            return self.drop(out.data)
         x = self.embedding(packed_inputs.data) * masks(0, self.embedding.embedding_dim)
         for layer in range(self.rnn.num_layers):
             x = self.run_layer(layer, x, packed_inputs.batch_sizes)
             x = x * masks(layer + 1, x.shape[1])
-        return self.decoder(x)
+        return x
 
     def run_layer(self, layer, x, batch_sizes):
         """One layer of self.rnn (both directions) on packed data, no dropout."""
@@ -328,8 +349,15 @@ def load_model(path):
         cell = attr_str(a["cell"])
         if cell not in ("gru", "lstm"):
             sys.exit("%s: /model cell '%s' is not gru or lstm" % (path, cell))
+        adaptive = None
+        if attr_str(g.attrs.get("decoder", "softmax")) == "adaptive":
+            # tail_hidden = top // div_value^(i+1); a div_value that gives them back
+            cutoffs = [int(c) for c in attr_str(g.attrs["cutoffs"]).split(",")]
+            hidden = [int(h) for h in attr_str(g.attrs["tail_hidden"]).split(",")]
+            top = int(a["hidden"]) * (2 if bool(a["bidirectional"]) else 1)
+            adaptive = (cutoffs, top / hidden[0] if hidden[0] else 1.0)
         model = LanguageModel(cell, int(a["vocab_size"]), int(a["embed"]), int(a["hidden"]),
-                              int(a["layers"]), bool(a["bidirectional"]), 0.0, bool(a["tie_weights"]))
+                              int(a["layers"]), bool(a["bidirectional"]), 0.0, bool(a["tie_weights"]), adaptive)
         expected = model.state_dict()
         state = {}
         for name, ref in expected.items():
@@ -577,8 +605,7 @@ def evaluate(model, ds, max_len, eval_batch):
         for i in range(0, len(order), eval_batch):
             sel = order[i:i + eval_batch]
             inputs, targets = make_batch(ds, starts[sel], lengths[sel])
-            logits = model(inputs)
-            total += F.cross_entropy(logits, targets, reduction="sum").double().item()
+            total += model.loss_sum(inputs, targets).double().item()
             count += targets.numel()
     model.train()
     return total / count, count
@@ -609,8 +636,11 @@ def train(args, cfg):
                  % (eval_path, eval_set.vocab_size, train_set.vocab_size))
 
     torch.manual_seed(t["seed"])
+    adaptive = None
+    if m["decoder"] == "adaptive":
+        adaptive = ([int(c) for c in m["cutoffs"].split(",")], m["div_value"])
     model = LanguageModel(m["cell"], train_set.vocab_size, m["embed"], m["hidden"], m["layers"],
-                          m["bidirectional"], m["dropout"], m["tie_weights"])
+                          m["bidirectional"], m["dropout"], m["tie_weights"], adaptive)
     if args.match_rnn_dist:
         c_init_parameters(model, t["seed"])
     else:
@@ -658,7 +688,7 @@ def train(args, cfg):
             if args.c_dropout and m["dropout"] > 0:
                 masks = c_dropout_masks(t["seed"], step, m["dropout"], sel[order[0]], inputs.batch_sizes)
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(inputs, masks), targets, reduction="sum") / targets.numel()
+            loss = model.loss_sum(inputs, targets, masks) / targets.numel()
             loss.backward()
             if t["clip_norm"] > 0:
                 torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])

@@ -26,6 +26,7 @@ typedef struct {
 } config_key;
 
 static const char *const cell_names[] = {"gru", "lstm", NULL};
+static const char *const decoder_names[] = {"softmax", "adaptive", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
@@ -41,6 +42,9 @@ static const config_key config_keys[] = {
     {"model", "bidirectional", KEY_BOOL, AT(model.bidirectional), "false", 0, 1, NULL, "add a reverse direction to every layer (sees the future: not for language modelling)"},
     {"model", "dropout", KEY_DOUBLE, AT(model.dropout), "0.0", 0, 0.95, NULL, "dropout on embeddings, between layers and before the decoder"},
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
+    {"model", "decoder", KEY_ENUM, AT(model.decoder), "softmax", 0, 0, decoder_names, "output layer: softmax (full) or adaptive (exact adaptive softmax, torch.nn.AdaptiveLogSoftmaxWithLoss; needs frequency-sorted ids, as rnn_prep writes)"},
+    {"model", "cutoffs", KEY_STRING, AT(model.cutoffs), "2000,10000", 0, 0, NULL, "adaptive: ascending cutoffs < vocab size: the head's shortlist, then where each tail cluster ends"},
+    {"model", "div_value", KEY_DOUBLE, AT(model.div_value), "4.0", 1.0, 1e6, NULL, "adaptive: tail cluster i projects to (hidden x directions) / div_value^(i+1) units"},
 
     {"data", "dir", KEY_STRING, AT(data.dir), "", 0, 0, NULL, "directory made by rnn_prep; default for train/valid/test as DIR/{train,valid,test}.h5"},
     {"data", "train", KEY_STRING, AT(data.train), "", 0, 0, NULL, "training set (.h5 from rnn_prep); empty = DIR/train.h5"},
@@ -85,6 +89,7 @@ static const config_key config_keys[] = {
     {"amp", "max_scale", KEY_DOUBLE, AT(amp.max_scale), "16777216", 1e-30, 1e30, NULL, "fp16: the scale never goes above this (2^24, as apex)"},
 
     {"comm", "bucket_mb", KEY_DOUBLE, AT(comm.bucket_mb), "25", 0.001, 65536, NULL, "gradient all-reduce bucket size in MiB (decoder first)"},
+    {"comm", "timeout_s", KEY_DOUBLE, AT(comm.timeout_s), "900", 0, 1e9, NULL, "longest wait in one collective before a rank gives up and the job stops (a rank died or hangs); 0 = wait forever"},
     {"comm", "grad_dtype", KEY_ENUM, AT(comm.grad_dtype), "auto", 0, 0, wire_names, "gradient format on the wire: fp32, fp16, bf16, or auto (= train.precision); 16-bit sums add in fp32, one rounding per combine"},
     {"comm", "check_every", KEY_LONG, AT(comm.check_every), "100", 0, 9.0e15, NULL, "steps between checks that all ranks hold bitwise equal parameters; 0 = never"},
 
@@ -319,6 +324,9 @@ void config_finalize(rnnd_config *cfg) {
   if (cfg->model.tie_weights && cfg->model.embed != cfg->model.hidden * directions)
     rnnd_input_error("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)",
                      cfg->model.embed, cfg->model.hidden * directions);
+  if (cfg->model.tie_weights && cfg->model.decoder == RNND_DECODER_ADAPTIVE)
+    rnnd_input_error("config: model.tie_weights needs model.decoder = softmax (the adaptive decoder has no "
+                     "vocabulary-sized weight to tie)");
   if (!cfg->output.dir[0]) rnnd_input_error("config: output.dir must not be empty");
   if (cfg->comm.grad_dtype == RNND_GRAD_DTYPE_AUTO) cfg->comm.grad_dtype = cfg->train.precision;
   if (cfg->amp.min_scale > cfg->amp.max_scale)

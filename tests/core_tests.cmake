@@ -23,6 +23,7 @@ foreach(cell gru lstm)
   endforeach()
 endforeach()
 list(APPEND grad_files ${RNND_FIXTURES}/grad_gru_l2_uni_untied_maxlen4.h5)
+list(APPEND grad_files ${RNND_FIXTURES}/grad_gru_l2_uni_adaptive.h5 ${RNND_FIXTURES}/grad_lstm_l1_bi_adaptive.h5)
 # One thread, and two (the recurrent loop then splits hidden units).
 foreach(threads 1 2)
   add_test(NAME gradients_vs_torch_t${threads} COMMAND test_gradients --threads ${threads} ${grad_files})
@@ -83,6 +84,11 @@ rnnd_cli_error(no_equals [=[no_equals\.ini:2: expected 'key = value', got 'cell 
   ${RD} --config ${RNND_CONFIGS}/no_equals.ini)
 rnnd_cli_error(tie_mismatch [=[model\.tie_weights needs model\.embed \(100\) = model\.hidden x directions \(64\)$]=]
   ${RD} --config ${RNND_CONFIGS}/tie_mismatch.ini)
+rnnd_cli_error(adaptive_tied [=[model\.tie_weights needs model\.decoder = softmax]=]
+  ${RD} --set model.tie_weights=true --set model.decoder=adaptive)
+rnnd_cli_error(adaptive_cutoffs [=[model\.cutoffs = '2000,100', model\.div_value = 4: cutoffs must ascend and lie in 1\.\.12163 \(vocab size - 1\); 100 does not$]=]
+  ${RD} --set data.dir=${RNND_BIBLE} --set model.decoder=adaptive --set model.cutoffs=2000,100)
+set_tests_properties(cli_error.adaptive_cutoffs PROPERTIES FIXTURES_REQUIRED bible)
 rnnd_cli_error(missing_config [=[nope\.ini: cannot open config file: No such file or directory$]=]
   ${RD} --config ${RNND_WORK}/nope.ini)
 rnnd_cli_error(set_unknown_key [=[--set train\.step=5: unknown key 'train\.step' \(did you mean 'train\.steps'\?\)$]=]

@@ -7,7 +7,8 @@ import sys
 
 import h5py
 
-TEST_HOOKS = ["RNND_FAULT_SIGNAL", "RNND_FAULT_NAN_GRAD", "RNND_FAULT_FLIP_PARAM", "RNND_FAULT_CHECKPOINT_DELAY"]
+TEST_HOOKS = ["RNND_FAULT_SIGNAL", "RNND_FAULT_NAN_GRAD", "RNND_FAULT_FLIP_PARAM", "RNND_FAULT_CHECKPOINT_DELAY",
+              "RNND_FAULT_EXIT", "RNND_FAULT_HANG"]
 
 
 class Checks:
@@ -17,6 +18,7 @@ class Checks:
     def check(self, ok, what):
         if ok:
             self.passed += 1
+            print("ok   " + what)
         else:
             self.failures.append(what)
             print("FAIL " + what)

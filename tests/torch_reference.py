@@ -56,7 +56,7 @@ ADAM_INIT_SCALE = {"gru": 0.8, "lstm": 2.0}
 class LanguageModel(nn.Module):
     """embedding -> dropout -> GRU/LSTM (packed, zero state) -> dropout -> decoder."""
 
-    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie):
+    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, dropout, tie, adaptive=None):
         super().__init__()
         dirs = 2 if bidirectional else 1
         self.embedding = nn.Embedding(vocab, embed)
@@ -64,19 +64,31 @@ class LanguageModel(nn.Module):
         self.rnn = rnn_class(embed, hidden, num_layers=layers, bidirectional=bidirectional,
                              dropout=dropout if layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)
-        self.decoder = nn.Linear(hidden * dirs, vocab)
+        self.adaptive = adaptive is not None
+        if self.adaptive:  # (cutoffs, div_value)
+            self.decoder = nn.AdaptiveLogSoftmaxWithLoss(hidden * dirs, vocab, list(adaptive[0]),
+                                                         div_value=adaptive[1], head_bias=False)
+        else:
+            self.decoder = nn.Linear(hidden * dirs, vocab)
         if tie:
             if embed != hidden * dirs:
                 raise ValueError("tied weights need embed == hidden * directions")
             self.decoder.weight = self.embedding.weight
 
     def forward(self, packed_inputs):
-        """Logits [total targets, V] in packed order for a PackedSequence of ids."""
+        """Decoder input [total targets, H * dirs] in packed order for a PackedSequence of ids."""
         x = self.drop(self.embedding(packed_inputs.data))
         out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
                                          packed_inputs.sorted_indices,
                                          packed_inputs.unsorted_indices))
-        return self.decoder(self.drop(out.data))
+        return self.drop(out.data)
+
+    def mean_loss(self, packed_inputs, targets):
+        """Mean cross-entropy over the targets (exact for the adaptive softmax too)."""
+        y = self(packed_inputs)
+        if self.adaptive:
+            return self.decoder(y, targets).loss
+        return F.cross_entropy(self.decoder(y), targets, reduction="sum") / targets.numel()
 
 
 def make_pieces(offsets, max_len):
@@ -97,9 +109,7 @@ def batch_loss(model, tokens, pieces, eos_id):
     packed = pack_sequence(seqs, enforce_sorted=False)
     inputs = PackedSequence(packed.data[:, 0], packed.batch_sizes,
                             packed.sorted_indices, packed.unsorted_indices)
-    targets = packed.data[:, 1]
-    logits = model(inputs)
-    return F.cross_entropy(logits, targets, reduction="sum") / targets.numel()
+    return model.mean_loss(inputs, packed.data[:, 1])
 
 
 def make_tokens(rng, lengths):
@@ -130,6 +140,8 @@ def init_parameters(model, scale=0.1):
     path is checked too."""
     with torch.no_grad():
         model.embedding.weight.uniform_(-scale, scale)
+        if model.adaptive:
+            return  # head and tails keep nn.Linear's default init
         if model.decoder.weight is not model.embedding.weight:
             model.decoder.weight.uniform_(-scale, scale)
         model.decoder.bias.uniform_(-0.1, 0.1)
@@ -150,6 +162,12 @@ def write_model(f, model, spec):
     g.attrs.create("vocab_size", np.int32(VOCAB))
     g.attrs.create("bidirectional", np.int32(1 if spec["bi"] else 0))
     g.attrs.create("tie_weights", np.int32(1 if spec["tie"] else 0))
+    if spec.get("adaptive"):
+        cutoffs, div_value = spec["adaptive"]
+        top = spec["hidden"] * (2 if spec["bi"] else 1)
+        g.attrs["decoder"] = "adaptive"
+        g.attrs["cutoffs"] = ",".join(str(c) for c in cutoffs)
+        g.attrs["tail_hidden"] = ",".join(str(int(top // div_value ** (i + 1))) for i in range(len(cutoffs)))
     return state
 
 
@@ -157,7 +175,7 @@ def build_double_model(spec, seed, f, scale=0.1):
     """Builds a model, writes its float32 parameters to f, returns the float64 copy."""
     torch.manual_seed(seed)
     model = LanguageModel(spec["cell"], VOCAB, spec["embed"], spec["hidden"], spec["layers"],
-                          spec["bi"], 0.0, spec["tie"])
+                          spec["bi"], 0.0, spec["tie"], spec.get("adaptive"))
     init_parameters(model, scale)
     state32 = write_model(f, model, spec)
     model = model.double()
@@ -265,11 +283,18 @@ def main():
                                             spec_for("gru", 2, False, False), 200, 4)
     print("%-38s loss %.6f pieces %d targets %d" % (name, loss, n_pieces, n_tok))
 
+    # The adaptive softmax (nn.AdaptiveLogSoftmaxWithLoss, head_bias=False).
+    for name, spec, seed in [
+            ("grad_gru_l2_uni_adaptive.h5", dict(spec_for("gru", 2, False, False), adaptive=((8, 20), 2.0)), 400),
+            ("grad_lstm_l1_bi_adaptive.h5", dict(spec_for("lstm", 1, True, False), adaptive=((5, 15, 30), 2.0)), 401)]:
+        loss, n_pieces, n_tok = write_grad_case(os.path.join(args.out, name), spec, seed, NO_CUT)
+        print("%-38s loss %.6f pieces %d targets %d" % (name, loss, n_pieces, n_tok))
+
     for i, cell in enumerate(("gru", "lstm")):
         name = "adam_%s.h5" % cell
         losses = write_adam_case(os.path.join(args.out, name), cell, 300 + i)
         print("%-38s loss %.6f -> %.6f over %d steps" % (name, losses[0], losses[-1], len(losses)))
-    print("wrote 19 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
+    print("wrote 21 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,15 @@ typedef struct {
   int rank, size;
   int local_rank, local_size;
   MPI_Op sum_f16, sum_bf16;
+  struct rnnd_watchdog *watchdog; /* NULL: no bound on waits (comm_set_timeout) */
 } rnnd_comm;
 
 void comm_init(rnnd_comm *c, int *argc, char ***argv);
 void comm_finalize(rnnd_comm *c);
+/* Bounds every blocking collective to timeout_s seconds (0: no bound; one
+ * rank: nothing to wait for): past it the rank exits with code 1 and the
+ * launcher stops the job (watchdog.h). */
+void comm_set_timeout(rnnd_comm *c, double timeout_s);
 /* In-place sums over all ranks. */
 void comm_allreduce_sum_f32(const rnnd_comm *c, float *data, size_t count);
 void comm_allreduce_sum_f64(const rnnd_comm *c, double *data, size_t count);
@@ -38,7 +43,7 @@ void comm_allreduce_sum(const rnnd_comm *c, void *data, size_t count, rnnd_dtype
 /* Non-blocking form of comm_allreduce_sum for count <= INT_MAX; finish with
  * comm_wait. Buckets of the gradient all-reduce are started this way. */
 MPI_Request comm_allreduce_sum_start(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t);
-void comm_wait(MPI_Request *request);
+void comm_wait(const rnnd_comm *c, MPI_Request *request);
 /* Largest and smallest of one value over all ranks. */
 double comm_allreduce_max_f64(const rnnd_comm *c, double value);
 /* out[r] = rank r's value (out has c->size entries). */

@@ -18,6 +18,9 @@ typedef enum {
   RNND_LR_COSINE = 2,
   RNND_LR_STEP = 3
 } rnnd_lr_schedule;
+/* The output layer: a full softmax over the vocabulary (nn.Linear), or the
+ * exact adaptive softmax of Grave et al. 2017 (nn.AdaptiveLogSoftmaxWithLoss). */
+typedef enum { RNND_DECODER_SOFTMAX = 0, RNND_DECODER_ADAPTIVE = 1 } rnnd_decoder;
 typedef enum { RNND_DEVICE_AUTO = 0, RNND_DEVICE_CPU = 1, RNND_DEVICE_CUDA = 2 } rnnd_device;
 
 typedef struct {
@@ -28,6 +31,9 @@ typedef struct {
   int bidirectional; /* 0/1 */
   double dropout;    /* on embeddings, between layers, before the decoder */
   int tie_weights;   /* decoder.weight shares embedding.weight */
+  int decoder;       /* rnnd_decoder */
+  char *cutoffs;     /* adaptive: ascending vocabulary cutoffs, "2000,10000" */
+  double div_value;  /* adaptive: tail cluster i projects to input / div_value^(i+1) units */
 } rnnd_model_config;
 
 typedef struct {
@@ -86,6 +92,7 @@ typedef struct {
   double bucket_mb;  /* gradient all-reduce bucket size */
   int grad_dtype;    /* rnnd_dtype on the wire */
   long check_every;  /* steps between replica checksums; 0 = never */
+  double timeout_s;  /* watchdog bound on one collective's wait; 0 = none */
 } rnnd_comm_config;
 
 typedef struct {

@@ -2,7 +2,8 @@
  * named views laid out exactly as PyTorch's state_dict of
  *   embedding = nn.Embedding(V, E)
  *   rnn       = nn.GRU / nn.LSTM(E, H, num_layers=L, bidirectional=B)
- *   decoder   = nn.Linear(H * dirs, V)
+ *   decoder   = nn.Linear(H * dirs, V), or
+ *               nn.AdaptiveLogSoftmaxWithLoss(H * dirs, V, cutoffs, div_value)
  * (row-major, gate order r,z,n for GRU and i,f,g,o for LSTM, the same as
  * cuDNN's). With tied weights decoder.weight is a view of the same storage as
  * embedding.weight, so its gradient accumulates both uses.
@@ -18,7 +19,8 @@
 #include "rnnd/config.h"
 
 #define RNND_MAX_LAYERS 8
-#define RNND_MAX_VIEWS (2 + RNND_MAX_LAYERS * 2 * 4 + 2)
+#define RNND_MAX_CLUSTERS 8 /* tail clusters of the adaptive decoder */
+#define RNND_MAX_VIEWS (2 + RNND_MAX_LAYERS * 2 * 4 + 2 + 2 * RNND_MAX_CLUSTERS)
 
 typedef struct {
   int cell;          /* rnnd_cell */
@@ -28,6 +30,15 @@ typedef struct {
   int vocab_size;
   int directions;    /* 1 or 2 */
   int tie_weights;
+  /* The output layer (rnnd_decoder). Adaptive (torch.nn.AdaptiveLogSoftmaxWithLoss,
+   * head_bias = False): the head scores the cutoffs[0] most frequent ids and
+   * one entry per tail cluster; cluster i holds ids cutoffs[i] ..
+   * cutoffs[i+1] - 1 (cutoffs[n_clusters] = vocab_size) through a
+   * projection to tail_hidden[i] units and an output layer. */
+  int decoder;
+  int n_clusters;
+  int cutoffs[RNND_MAX_CLUSTERS + 1];
+  int tail_hidden[RNND_MAX_CLUSTERS];
 } rnnd_model_shape;
 
 typedef struct {
@@ -50,13 +61,21 @@ typedef struct {
   int gates;                       /* 3 for GRU, 4 for LSTM */
   size_t numel;                    /* floats in the flat buffer (unique storage) */
   size_t embedding_weight;         /* offsets */
-  size_t decoder_weight, decoder_bias;
+  size_t decoder_weight, decoder_bias; /* full softmax */
+  size_t head_weight;                 /* adaptive: decoder.head.weight [cutoffs[0] + n_clusters, top] */
+  size_t tail_proj[RNND_MAX_CLUSTERS]; /* decoder.tail.i.0.weight [tail_hidden[i], top] */
+  size_t tail_out[RNND_MAX_CLUSTERS];  /* decoder.tail.i.1.weight [cluster size, tail_hidden[i]] */
   rnnd_rnn_offsets rnn[RNND_MAX_LAYERS][2];
   int n_views;
   rnnd_param_view views[RNND_MAX_VIEWS];
 } rnnd_layout;
 
+/* Exits with a config error naming model.cutoffs / model.div_value when the
+ * adaptive decoder does not fit the vocabulary. */
 void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *cfg, int vocab_size);
+/* Adaptive decoder: fills cutoffs, n_clusters and tail_hidden from the
+ * cutoffs text ("2000,10000") and div_value; returns NULL or what is wrong. */
+const char *model_set_adaptive(rnnd_model_shape *shape, const char *cutoffs, double div_value);
 /* Computes the layout; the shape must already be valid (config_finalize). */
 void model_layout_init(rnnd_layout *layout, const rnnd_model_shape *shape);
 const rnnd_param_view *model_find_view(const rnnd_layout *layout, const char *name);
@@ -67,7 +86,7 @@ const rnnd_param_view *model_find_view(const rnnd_layout *layout, const char *na
 void model_init_params(const rnnd_layout *layout, float *params, uint64_t seed);
 const char *model_cell_name(int cell);
 /* Training FLOPs per target token (forward + backward = 3x forward), for
- * throughput reports. */
+ * throughput reports; adaptive: the head only. */
 double model_train_flops_per_token(const rnnd_model_shape *shape);
 
 #endif

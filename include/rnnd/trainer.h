@@ -69,6 +69,8 @@ typedef struct {
   int64_t fault_flip_step;   /* test hook (RNND_FAULT_FLIP_PARAM); -1 = none */
   int64_t fault_nan_step;    /* test hook (RNND_FAULT_NAN_GRAD); -1 = none */
   int64_t fault_signal_step; /* test hook (RNND_FAULT_SIGNAL): SIGTERM to self after that step */
+  int64_t fault_exit_step;   /* test hook (RNND_FAULT_EXIT): this rank exits (code 3) inside that step */
+  int64_t fault_hang_step;   /* test hook (RNND_FAULT_HANG): this rank stops responding inside that step */
   FILE *log;                 /* rank 0: OUTPUT/train.log */
   double start_time;
   int64_t start_step;        /* step and tokens this process started at (resume) */

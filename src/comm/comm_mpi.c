@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "rnnd/common.h"
+#include "rnnd/watchdog.h"
 
 static void check_mpi(int code, const char *call, const char *file, int line) {
   if (code == MPI_SUCCESS) return;
@@ -17,6 +18,13 @@ static void check_mpi(int code, const char *call, const char *file, int line) {
   MPI_Abort(MPI_COMM_WORLD, RNND_EXIT_INTERNAL);
 }
 #define MPI_CHECK(call) check_mpi((call), #call, __FILE__, __LINE__)
+/* A blocking collective, under the watchdog (comm.timeout_s). */
+#define COLLECTIVE(c, name, call)                 \
+  do {                                            \
+    watchdog_enter((c)->watchdog, name);          \
+    MPI_CHECK(call);                              \
+    watchdog_leave((c)->watchdog);                \
+  } while (0)
 
 /* MPI_User_function: inout[i] = round16(in[i] + inout[i]), the sum in fp32. */
 static void sum_f16_words(void *in, void *inout, int *len, MPI_Datatype *type) {
@@ -48,10 +56,18 @@ void comm_init(rnnd_comm *c, int *argc, char ***argv) {
   /* Commutative: a + b and b + a round alike, so every rank ends bitwise equal. */
   MPI_CHECK(MPI_Op_create(sum_f16_words, 1, &c->sum_f16));
   MPI_CHECK(MPI_Op_create(sum_bf16_words, 1, &c->sum_bf16));
+  c->watchdog = NULL;
   rnnd_set_print_rank(c->rank);
 }
 
+void comm_set_timeout(rnnd_comm *c, double timeout_s) {
+  watchdog_stop(c->watchdog);
+  c->watchdog = c->size > 1 ? watchdog_start(c->rank, timeout_s) : NULL;
+}
+
 void comm_finalize(rnnd_comm *c) {
+  watchdog_stop(c->watchdog);
+  c->watchdog = NULL;
   MPI_CHECK(MPI_Op_free(&c->sum_f16));
   MPI_CHECK(MPI_Op_free(&c->sum_bf16));
   MPI_CHECK(MPI_Comm_free(&c->node));
@@ -73,7 +89,7 @@ static void allreduce_slices(const rnnd_comm *c, void *data, size_t count, MPI_D
   char *p = data;
   while (count > 0) {
     int n = count > (size_t)INT_MAX ? INT_MAX : (int)count;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, n, type, op, c->world));
+    COLLECTIVE(c, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, p, n, type, op, c->world));
     p += (size_t)n * elem;
     count -= (size_t)n;
   }
@@ -99,7 +115,9 @@ MPI_Request comm_allreduce_sum_start(const rnnd_comm *c, void *data, size_t coun
   return request;
 }
 
-void comm_wait(MPI_Request *request) { MPI_CHECK(MPI_Wait(request, MPI_STATUS_IGNORE)); }
+void comm_wait(const rnnd_comm *c, MPI_Request *request) {
+  COLLECTIVE(c, "MPI_Wait (gradient all-reduce)", MPI_Wait(request, MPI_STATUS_IGNORE));
+}
 
 void comm_allreduce_sum_f32(const rnnd_comm *c, float *data, size_t count) {
   allreduce_slices(c, data, count, MPI_FLOAT, MPI_SUM, sizeof(float));
@@ -110,12 +128,12 @@ void comm_allreduce_sum_f64(const rnnd_comm *c, double *data, size_t count) {
 }
 
 double comm_allreduce_max_f64(const rnnd_comm *c, double value) {
-  if (c->size > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, c->world));
+  if (c->size > 1) COLLECTIVE(c, "MPI_Allreduce (max)", MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, c->world));
   return value;
 }
 
 void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out) {
-  MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, c->world));
+  COLLECTIVE(c, "MPI_Allgather", MPI_Allgather(&value, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, c->world));
 }
 
 void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root) {
@@ -123,13 +141,13 @@ void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root) {
   char *p = data;
   while (bytes > 0) {
     int n = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-    MPI_CHECK(MPI_Bcast(p, n, MPI_BYTE, root, c->world));
+    COLLECTIVE(c, "MPI_Bcast", MPI_Bcast(p, n, MPI_BYTE, root, c->world));
     p += n;
     bytes -= (size_t)n;
   }
 }
 
-void comm_barrier(const rnnd_comm *c) { MPI_CHECK(MPI_Barrier(c->world)); }
+void comm_barrier(const rnnd_comm *c) { COLLECTIVE(c, "MPI_Barrier", MPI_Barrier(c->world)); }
 
 void comm_abort(const rnnd_comm *c, int code) {
   fflush(stdout);

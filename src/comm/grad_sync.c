@@ -41,7 +41,7 @@ void grad_sync_allreduce(rnnd_grad_sync *g, float *grads) {
     }
   }
   for (int k = 0; k < g->n_buckets; k++) {
-    comm_wait(&g->requests[k]);
+    comm_wait(g->comm, &g->requests[k]);
     if (g->wire == RNND_DTYPE_F32) continue;
     size_t begin, end;
     bucket_range(g, k, &begin, &end);

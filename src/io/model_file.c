@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,6 +46,40 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
   h5_write_int_attr(path, group, "vocab_size", s->vocab_size);
   h5_write_int_attr(path, group, "bidirectional", s->directions == 2);
   h5_write_int_attr(path, group, "tie_weights", s->tie_weights);
+  h5_write_string_attr(path, group, "decoder", s->decoder == RNND_DECODER_ADAPTIVE ? "adaptive" : "softmax");
+  if (s->decoder == RNND_DECODER_ADAPTIVE) {
+    char cutoffs[RNND_MAX_CLUSTERS * 12] = "", hidden[RNND_MAX_CLUSTERS * 12] = "";
+    for (int i = 0; i < s->n_clusters; i++) {
+      snprintf(cutoffs + strlen(cutoffs), sizeof cutoffs - strlen(cutoffs), "%s%d", i ? "," : "", s->cutoffs[i]);
+      snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), "%s%d", i ? "," : "", s->tail_hidden[i]);
+    }
+    h5_write_string_attr(path, group, "cutoffs", cutoffs);
+    h5_write_string_attr(path, group, "tail_hidden", hidden);
+  }
+}
+
+/* The adaptive decoder's attributes (absent in files of a full softmax). */
+static void read_decoder(const char *path, hid_t group, rnnd_model_shape *s) {
+  s->decoder = RNND_DECODER_SOFTMAX;
+  s->n_clusters = 0;
+  if (!h5_has_attr(group, "decoder")) return;
+  char kind[32], cutoffs[256], hidden[256];
+  h5_read_string_attr(path, group, "/model", "decoder", kind, sizeof kind);
+  if (!strcmp(kind, "softmax")) return;
+  if (strcmp(kind, "adaptive")) rnnd_input_error("%s: /model decoder = '%s' is not softmax or adaptive", path, kind);
+  h5_read_string_attr(path, group, "/model", "cutoffs", cutoffs, sizeof cutoffs);
+  h5_read_string_attr(path, group, "/model", "tail_hidden", hidden, sizeof hidden);
+  const char *why = model_set_adaptive(s, cutoffs, 1.0);
+  if (why) rnnd_input_error("%s: /model cutoffs = '%s': %s", path, cutoffs, why);
+  const char *p = hidden;
+  for (int i = 0; i < s->n_clusters; i++) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > (1 << 20) || (*end && *end != ','))
+      rnnd_input_error("%s: /model tail_hidden = '%s' is not %d positive integers", path, hidden, s->n_clusters);
+    s->tail_hidden[i] = (int)v;
+    p = *end ? end + 1 : end;
+  }
 }
 
 /* fsync so the rename below never publishes a file whose data is not on disk. */
@@ -118,6 +153,7 @@ void model_file_read_shape(const char *path, rnnd_model_shape *s, int *max_len) 
   s->tie_weights = read_bounded(path, group, "tie_weights", 0, 1);
   if (s->tie_weights && s->embed != s->hidden * s->directions)
     rnnd_input_error("%s: tied model needs embed = hidden x directions", path);
+  read_decoder(path, group, s);
   *max_len = h5_has_attr(file, "max_len") ? (int)h5_read_int_attr(path, file, "/", "max_len") : 0;
   H5Gclose(group);
   H5Fclose(file);
@@ -135,6 +171,14 @@ void model_file_check_shape(const char *path, const rnnd_model_shape *want) {
     if (have[i] != need[i])
       rnnd_input_error("%s: model has %s = %d but %d is expected (config or data set of another shape)", path,
                        names[i], have[i], need[i]);
+  int same = got.decoder == want->decoder && got.n_clusters == want->n_clusters;
+  for (int i = 0; same && i < got.n_clusters; i++)
+    same = got.cutoffs[i] == want->cutoffs[i] && got.tail_hidden[i] == want->tail_hidden[i];
+  if (!same)
+    rnnd_input_error("%s: model's decoder (%s, %d tail clusters) differs from the configured one (%s, %d; see "
+                     "model.decoder, model.cutoffs, model.div_value)", path,
+                     got.decoder == RNND_DECODER_ADAPTIVE ? "adaptive" : "softmax", got.n_clusters,
+                     want->decoder == RNND_DECODER_ADAPTIVE ? "adaptive" : "softmax", want->n_clusters);
 }
 
 static void format_shape(char *buf, size_t size, int ndim, long long rows, long long cols) {

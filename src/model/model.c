@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rnnd/common.h"
@@ -18,6 +19,47 @@ void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *c
   shape->vocab_size = vocab_size;
   shape->directions = cfg->bidirectional ? 2 : 1;
   shape->tie_weights = cfg->tie_weights;
+  shape->decoder = RNND_DECODER_SOFTMAX;
+  shape->n_clusters = 0;
+  if (cfg->decoder == RNND_DECODER_ADAPTIVE) {
+    const char *why = model_set_adaptive(shape, cfg->cutoffs, cfg->div_value);
+    if (why) rnnd_input_error("config: model.cutoffs = '%s', model.div_value = %g: %s", cfg->cutoffs, cfg->div_value, why);
+  }
+}
+
+const char *model_set_adaptive(rnnd_model_shape *shape, const char *cutoffs, double div_value) {
+  static char why[160];
+  const int top = shape->hidden * shape->directions;
+  const char *p = cutoffs;
+  int n = 0, previous = 0;
+  shape->decoder = RNND_DECODER_ADAPTIVE;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',')) return "expected comma-separated integers";
+    if (v <= previous || v >= shape->vocab_size) {
+      snprintf(why, sizeof why, "cutoffs must ascend and lie in 1..%d (vocab size - 1); %ld does not",
+               shape->vocab_size - 1, v);
+      return why;
+    }
+    if (n == RNND_MAX_CLUSTERS) return "more than 8 tail clusters";
+    shape->cutoffs[n++] = (int)v;
+    previous = (int)v;
+    p = *end ? end + 1 : end;
+  }
+  if (n == 0) return "at least one cutoff is needed";
+  shape->n_clusters = n;
+  shape->cutoffs[n] = shape->vocab_size;
+  for (int i = 0; i < n; i++) {
+    /* int(in_features // div_value ** (i + 1)), as PyTorch computes it */
+    shape->tail_hidden[i] = (int)floor((double)top / pow(div_value, i + 1));
+    if (shape->tail_hidden[i] < 1) {
+      snprintf(why, sizeof why, "tail cluster %d would project to %d units (input %d / %g^%d)", i,
+               shape->tail_hidden[i], top, div_value, i + 1);
+      return why;
+    }
+  }
+  return NULL;
 }
 
 static size_t add_view(rnnd_layout *l, const char *name, int64_t rows, int64_t cols, int ndim) {
@@ -59,6 +101,18 @@ void model_layout_init(rnnd_layout *l, const rnnd_model_shape *s) {
     }
   }
   int64_t top = (int64_t)s->hidden * s->directions;
+  if (s->decoder == RNND_DECODER_ADAPTIVE) {
+    RNND_ASSERT(!s->tie_weights && s->n_clusters >= 1 && s->n_clusters <= RNND_MAX_CLUSTERS);
+    l->head_weight = add_view(l, "decoder.head.weight", s->cutoffs[0] + s->n_clusters, top, 2);
+    for (int i = 0; i < s->n_clusters; i++) {
+      char name[48];
+      snprintf(name, sizeof name, "decoder.tail.%d.0.weight", i);
+      l->tail_proj[i] = add_view(l, name, s->tail_hidden[i], top, 2);
+      snprintf(name, sizeof name, "decoder.tail.%d.1.weight", i);
+      l->tail_out[i] = add_view(l, name, s->cutoffs[i + 1] - s->cutoffs[i], s->tail_hidden[i], 2);
+    }
+    return;
+  }
   if (s->tie_weights) {
     RNND_ASSERT(top == s->embed);
     rnnd_param_view *v = &l->views[l->n_views++];
@@ -90,6 +144,8 @@ void model_init_params(const rnnd_layout *l, float *params, uint64_t seed) {
     uint64_t key = rng_key2(seed ^ 0x1A17ull, (uint64_t)i);
     float *p = params + v->offset;
     if (!strcmp(v->name, "decoder.bias")) memset(p, 0, v->numel * sizeof *p);
+    else if (!strncmp(v->name, "decoder.head.", 13) || !strncmp(v->name, "decoder.tail.", 13))
+      fill_uniform(p, v->numel, 1.0f / sqrtf((float)v->cols), key); /* nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) */
     else if (!strncmp(v->name, "rnn.", 4)) fill_uniform(p, v->numel, rnn_bound, key);
     else fill_uniform(p, v->numel, 0.1f, key);
   }
@@ -101,6 +157,11 @@ double model_train_flops_per_token(const rnnd_model_shape *s) {
     double input = layer == 0 ? s->embed : (double)s->hidden * s->directions;
     forward += s->directions * 2.0 * gates * s->hidden * (input + s->hidden);
   }
-  forward += 2.0 * s->vocab_size * (double)s->hidden * s->directions;
+  if (s->decoder == RNND_DECODER_ADAPTIVE)
+    /* the head only: a tail's cost falls on the tokens of its cluster, which
+     * depends on the data, not the shape */
+    forward += 2.0 * (s->cutoffs[0] + s->n_clusters) * (double)s->hidden * s->directions;
+  else
+    forward += 2.0 * s->vocab_size * (double)s->hidden * s->directions;
   return 3.0 * forward;
 }

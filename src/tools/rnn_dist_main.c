@@ -106,7 +106,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   return 0;
 }
 
-static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
+static int run_train(int argc, char **argv, int first, rnnd_comm *comm) {
   rnnd_config cfg;
   config_init_defaults(&cfg);
   const char *init_model = NULL, *resume = NULL;
@@ -123,6 +123,7 @@ static int run_train(int argc, char **argv, int first, const rnnd_comm *comm) {
     else rnnd_input_error("unknown option '%s' (see --help)", argv[i]);
   }
   config_finalize(&cfg);
+  comm_set_timeout(comm, cfg.comm.timeout_s);
   if (dry_run) {
     if (comm->rank == 0) config_write(&cfg, stdout);
     config_free(&cfg);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rnnd/common.h"
 #include "rnnd/checkpoint.h"
@@ -110,6 +111,12 @@ static void choose_device(rnnd_trainer *t) {
   snprintf(t->device_name, sizeof t->device_name, "cpu");
 #ifdef RNND_HAVE_CUDA
   if (device == RNND_DEVICE_AUTO) device = cuda_device_count() > 0 ? RNND_DEVICE_CUDA : RNND_DEVICE_CPU;
+  if (device == RNND_DEVICE_CUDA && t->cfg->model.decoder == RNND_DECODER_ADAPTIVE) {
+    if (t->cfg->train.device == RNND_DEVICE_CUDA)
+      rnnd_input_error("config: model.decoder = adaptive runs on the CPU backend only (set train.device = cpu)");
+    rnnd_warn0("rnn_dist: model.decoder = adaptive runs on the CPU backend only; using the CPU\n");
+    device = RNND_DEVICE_CPU;
+  }
   if (device == RNND_DEVICE_CUDA) {
     t->use_cuda = 1;
     cuda_device_bind(t->comm->local_rank, t->device_name, sizeof t->device_name);
@@ -220,6 +227,8 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
   t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
   t->fault_signal_step = fault_step("RNND_FAULT_SIGNAL", comm->rank);
+  t->fault_exit_step = fault_step("RNND_FAULT_EXIT", comm->rank);
+  t->fault_hang_step = fault_step("RNND_FAULT_HANG", comm->rank);
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
   open_outputs(t, t->resumed);
@@ -301,6 +310,19 @@ static void refresh_compute_copy(rnnd_trainer *t) {
   rnnd_half_to_f32_array(t->precision, t->compute_params, t->params16, t->layout.numel);
 }
 
+/* Test hooks for the watchdog: this rank dies, or stops answering, after its
+ * backward and before the gradient all-reduce the others wait in. */
+static void fault_before_reduce(const rnnd_trainer *t) {
+  if (t->step == t->fault_exit_step) {
+    fprintf(stderr, "rnn_dist: test hook: rank %d exits in step %lld\n", t->comm->rank, (long long)t->step);
+    _exit(3);
+  }
+  if (t->step == t->fault_hang_step) {
+    fprintf(stderr, "rnn_dist: test hook: rank %d hangs in step %lld\n", t->comm->rank, (long long)t->step);
+    for (;;) pause();
+  }
+}
+
 /* Deals the next global batch, runs this rank's share and all-reduces. */
 static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   const rnnd_piece *pieces;
@@ -313,6 +335,7 @@ static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   st->underflow = gradients_to_half(t);
   if (t->step == t->fault_nan_step) t->grads[t->layout.numel - 1] = NAN;
   double computed = rnnd_now();
+  fault_before_reduce(t);
   grad_sync_allreduce(&t->grad_sync, t->grads);
   comm_allreduce_sum_f64(t->comm, &local_nll, 1);
   st->compute_s = computed - start;
@@ -340,6 +363,7 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   cuda_reduce_options options = {.wire = wire, .bucket_elems = t->grad_sync.bucket_elems,
                                  .loss_scale = st.loss_scale, .inject_nan = t->step == t->fault_nan_step};
   cuda_gradient_result g;
+  fault_before_reduce(t);
   cuda_resident_gradients(t->backend, t->nccl, share ? &t->batch : NULL, &dropout,
                           (float)(st.loss_scale / (double)st.tokens), &options, &g);
   st.nll = g.nll;

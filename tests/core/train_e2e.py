@@ -106,6 +106,34 @@ if m:
           f"PyTorch evaluates the model file to the same loss: {tl!r} vs {last!r}")
 
 
+# The adaptive softmax: trains, and its model file (head and tail clusters
+# under PyTorch's names) evaluates to the same exact loss in PyTorch's
+# nn.AdaptiveLogSoftmaxWithLoss.
+adaptive = os.path.join(a.work, "adaptive")
+r = run([a.rnn_dist, "--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "train.steps=30",
+         "--set", f"output.dir={adaptive}", *SMALL, "--set", "model.tie_weights=false",
+         "--set", "model.decoder=adaptive", "--set", "model.cutoffs=200,2000", "--set", "model.div_value=2"])
+check(r.returncode == 0, f"adaptive-softmax training exits 0 ({r.stderr.strip()[-200:]})")
+amodel = os.path.join(adaptive, "model.h5")
+if os.path.exists(amodel):
+    with h5py.File(amodel, "r") as f:
+        anames = sorted(f["model"].keys())
+        shapes = {k: f["model"][k].shape for k in anames}
+    check([n for n in anames if n.startswith("decoder.")] ==
+          ["decoder.head.weight", "decoder.tail.0.0.weight", "decoder.tail.0.1.weight", "decoder.tail.1.0.weight",
+           "decoder.tail.1.1.weight"] and shapes["decoder.head.weight"] == (202, 32)
+          and shapes["decoder.tail.1.0.weight"] == (8, 32),
+          f"adaptive model file holds nn.AdaptiveLogSoftmaxWithLoss's names and shapes: {shapes}")
+    e = run([a.rnn_dist, "eval", "--checkpoint", amodel, "--data", valid_h5, "--batch", "128"])
+    am = re.fullmatch(r"loss (\S+) ppl (\S+) tokens (\d+)", e.stdout.strip().splitlines()[-1] if e.stdout else "")
+    t = run([sys.executable, a.torch_lm, "--eval-only-checkpoint", amodel, "--data", valid_h5,
+             "--set", "data.max_len=40", "--set", "train.threads=2"])
+    tl = t.stdout.strip().splitlines()[-1] if t.stdout.strip() else t.stderr
+    tm = re.fullmatch(r"loss (\S+) ppl (\S+) tokens (\d+)", tl)
+    check(am is not None and tm is not None and abs(float(tm.group(1)) - float(am.group(1))) / float(am.group(1)) < 1e-5,
+          f"PyTorch's adaptive softmax evaluates the model file to rnn_dist's loss: {tl!r} vs {e.stdout.strip()[-80:]!r}")
+
+
 def expect_error(args, pattern, what):
     r = run(args)
     lines = r.stderr.strip().splitlines()

@@ -76,8 +76,8 @@ static void round_weights(rnnd_dtype storage, float *w, size_t n) {
 
 static void compare_case(const model_case *c, rnnd_dtype storage) {
   const int vocab = 97, embed = 24, hidden = 32;
-  rnnd_model_shape shape = {c->cell, c->layers, c->tie ? hidden * c->directions : embed, hidden, vocab,
-                            c->directions, c->tie};
+  rnnd_model_shape shape = {.cell = c->cell, .layers = c->layers, .embed = c->tie ? hidden * c->directions : embed,
+                            .hidden = hidden, .vocab_size = vocab, .directions = c->directions, .tie_weights = c->tie};
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   rnnd_dataset ds;
@@ -141,7 +141,8 @@ static double train_step(rnnd_backend *be, rnnd_optimizer *opt, float *params, f
 }
 
 static void compare_training(int cell) {
-  rnnd_model_shape shape = {cell, 2, 32, 32, 97, 1, 1};
+  rnnd_model_shape shape = {.cell = cell, .layers = 2, .embed = 32, .hidden = 32, .vocab_size = 97, .directions = 1,
+                            .tie_weights = 1};
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   rnnd_dataset ds;

@@ -40,6 +40,12 @@ typedef struct {
   double *row_nll;        /* [decoder_rows] */
   float *bias_partials;   /* [decoder_rows / SOFTMAX_CHUNK_ROWS (rounded up), vocab] */
   int decoder_rows;
+  /* adaptive decoder: one cluster's rows of a block at a time */
+  int head_size, widest_cluster, widest_tail;
+  int32_t *tail_rows;                /* [decoder_rows] block rows whose target is in the cluster */
+  float *tail_y, *tail_dy;           /* [decoder_rows, top] */
+  float *tail_p, *tail_dp;           /* [decoder_rows, widest_tail] */
+  float *tail_logits;                /* [decoder_rows, widest_cluster] */
   int64_t last_train_tokens; /* rows of the last train_batch, for gate histograms */
   rnnd_dtype storage;
   /* 16-bit storage only: every layer's saved activations. The fp32 buffers
@@ -204,8 +210,12 @@ static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, co
 }
 
 /* Forward and backward of decoder + loss; writes dL/dy into dy. */
+static double adaptive_decoder(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                               const rnnd_batch *b, float weight);
+
 static double decoder_train(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                             const rnnd_batch *b, float weight) {
+  if (cb->head_size) return adaptive_decoder(cb, params, grads, y, dy, b, weight);
   const rnnd_layout *l = cb->base.layout;
   const int V = cb->vocab, top = cb->top;
   double nll = 0.0;
@@ -220,11 +230,107 @@ static double decoder_train(cpu_backend *cb, const float *params, float *grads, 
 }
 
 static double decoder_eval(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b) {
+  if (cb->head_size) return adaptive_decoder(cb, params, NULL, y, NULL, b, 0.0f);
   double nll = 0.0;
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
     int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
     decoder_logits(cb, params, y + r0 * cb->top, rows);
     nll += softmax_block(cb, params + cb->base.layout->decoder_bias, NULL, b->targets + r0, rows, 0.0f);
+  }
+  return nll;
+}
+
+/* --- adaptive softmax (torch.nn.AdaptiveLogSoftmaxWithLoss) -------------- */
+
+/* Tail cluster of an id, or -1 for the head's shortlist. */
+static int cluster_of(const rnnd_model_shape *s, int id) {
+  for (int c = s->n_clusters - 1; c >= 0; c--)
+    if (id >= s->cutoffs[c]) return c;
+  return -1;
+}
+
+/* Softmax of a row in place; with weight > 0 the row becomes
+ * weight * (softmax - onehot(target)). Returns the target's NLL. */
+static double softmax_and_gradient(float *row, int n, int target, float weight) {
+  float sum;
+  double nll = softmax_row(row, n, target, &sum);
+  if (weight > 0.0f) {
+    float scale = weight / sum;
+    for (int j = 0; j < n; j++) row[j] *= scale;
+    row[target] -= weight;
+  }
+  return nll;
+}
+
+/* One tail cluster over the rows of a block whose target falls in it:
+ * projection, output layer, log-softmax, and with grads their gradients and
+ * dL/dy added into dy. Returns the NLL sum of those rows' tail terms. */
+static double adaptive_tail(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                            const int32_t *targets, int rows, int c, float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const rnnd_model_shape *s = &l->shape;
+  const int top = cb->top, h = s->tail_hidden[c], lo = s->cutoffs[c], size = s->cutoffs[c + 1] - lo;
+  int n = 0;
+  for (int i = 0; i < rows; i++)
+    if (targets[i] >= lo && targets[i] < lo + size) cb->tail_rows[n++] = i;
+  if (n == 0) return 0.0;
+  for (int k = 0; k < n; k++)
+    memcpy(cb->tail_y + (int64_t)k * top, y + (int64_t)cb->tail_rows[k] * top, (size_t)top * sizeof(float));
+  const float *w1 = params + l->tail_proj[c], *w2 = params + l->tail_out[c];
+  gemm_nt_par(n, h, top, cb->tail_y, top, w1, top, cb->tail_p, h, 0.0f);
+  gemm_nt_par(n, size, h, cb->tail_p, h, w2, h, cb->tail_logits, size, 0.0f);
+#pragma omp parallel for schedule(static)
+  for (int k = 0; k < n; k++)
+    cb->row_nll[k] = softmax_and_gradient(cb->tail_logits + (int64_t)k * size, size,
+                                          targets[cb->tail_rows[k]] - lo, grads ? weight : 0.0f);
+  double nll = 0.0;
+  for (int k = 0; k < n; k++) nll += cb->row_nll[k];
+  if (!grads) return nll;
+  gemm_tn_par(size, h, n, cb->tail_logits, size, cb->tail_p, h, grads + l->tail_out[c], h, 1.0f);
+  gemm_nn_par(n, h, size, cb->tail_logits, size, w2, h, cb->tail_dp, h, 0.0f);
+  gemm_tn_par(h, top, n, cb->tail_dp, h, cb->tail_y, top, grads + l->tail_proj[c], top, 1.0f);
+  gemm_nn_par(n, top, h, cb->tail_dp, h, w1, top, cb->tail_dy, top, 0.0f);
+  for (int k = 0; k < n; k++) {
+    float *d = dy + (int64_t)cb->tail_rows[k] * top;
+    const float *src = cb->tail_dy + (int64_t)k * top;
+    for (int j = 0; j < top; j++) d[j] += src[j];
+  }
+  return nll;
+}
+
+/* The adaptive decoder over one block of rows: the head's softmax over the
+ * shortlist and one entry per cluster, then each cluster's tail. With grads
+ * (training) also the gradients and dL/dy into dy. */
+static double adaptive_block(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                             const int32_t *targets, int rows, float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const rnnd_model_shape *s = &l->shape;
+  const int top = cb->top, head = cb->head_size;
+  gemm_nt_par(rows, head, top, y, top, params + l->head_weight, top, cb->logits, head, 0.0f);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < rows; i++) {
+    int c = cluster_of(s, targets[i]);
+    cb->row_nll[i] = softmax_and_gradient(cb->logits + (int64_t)i * head, head,
+                                          c < 0 ? targets[i] : s->cutoffs[0] + c, grads ? weight : 0.0f);
+  }
+  double nll = 0.0;
+  for (int i = 0; i < rows; i++) nll += cb->row_nll[i];
+  if (grads) {
+    gemm_tn_par(head, top, rows, cb->logits, head, y, top, grads + l->head_weight, top, 1.0f);
+    gemm_nn_par(rows, top, head, cb->logits, head, params + l->head_weight, top, dy, top, 0.0f);
+  }
+  for (int c = 0; c < s->n_clusters; c++) nll += adaptive_tail(cb, params, grads, y, dy, targets, rows, c, weight);
+  return nll;
+}
+
+/* Whole batch through the adaptive decoder (grads NULL: evaluation). */
+static double adaptive_decoder(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                               const rnnd_batch *b, float weight) {
+  double nll = 0.0;
+  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
+    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
+    nll += adaptive_block(cb, params, grads, y + r0 * cb->top, dy ? dy + r0 * cb->top : NULL, b->targets + r0, rows,
+                          weight);
   }
   return nll;
 }
@@ -436,6 +542,12 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb->logits);
   free(cb->row_nll);
   free(cb->bias_partials);
+  free(cb->tail_rows);
+  free(cb->tail_y);
+  free(cb->tail_dy);
+  free(cb->tail_p);
+  free(cb->tail_dp);
+  free(cb->tail_logits);
   free(cb);
 }
 
@@ -482,6 +594,24 @@ static void allocate_16bit_activations(cpu_backend *cb) {
   }
 }
 
+/* The adaptive decoder's per-cluster buffers (the head uses `logits`). */
+static void allocate_adaptive(cpu_backend *cb) {
+  const rnnd_model_shape *s = &cb->base.layout->shape;
+  const int rows = cb->decoder_rows;
+  cb->head_size = s->cutoffs[0] + s->n_clusters;
+  for (int c = 0; c < s->n_clusters; c++) {
+    int size = s->cutoffs[c + 1] - s->cutoffs[c];
+    if (size > cb->widest_cluster) cb->widest_cluster = size;
+    if (s->tail_hidden[c] > cb->widest_tail) cb->widest_tail = s->tail_hidden[c];
+  }
+  cb->tail_rows = RNND_ALLOC(int32_t, rows, "adaptive rows");
+  cb->tail_y = take(cb, rows, cb->top, 0);
+  cb->tail_dy = take(cb, rows, cb->top, 0);
+  cb->tail_p = take(cb, rows, cb->widest_tail, 0);
+  cb->tail_dp = take(cb, rows, cb->widest_tail, 0);
+  cb->tail_logits = take(cb, rows, cb->widest_cluster, 0);
+}
+
 static void allocate_buffers(cpu_backend *cb) {
   const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
   if (cb->storage == RNND_DTYPE_F32) allocate_fp32_activations(cb);
@@ -504,6 +634,7 @@ static void allocate_buffers(cpu_backend *cb) {
   cb->logits = take(cb, cb->decoder_rows, cb->vocab, 0);
   cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
   cb->bias_partials = take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
+  if (cb->base.layout->shape.decoder == RNND_DECODER_ADAPTIVE) allocate_adaptive(cb);
 }
 
 rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {

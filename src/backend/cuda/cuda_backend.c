@@ -518,6 +518,8 @@ static void allocate(cuda_backend *cb) {
 }
 
 rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
+  if (layout->shape.decoder != RNND_DECODER_SOFTMAX)
+    rnnd_input_error("model.decoder = adaptive is not implemented on the CUDA backend (use the CPU)");
   cuda_backend *cb = RNND_ALLOC(cuda_backend, 1, "CUDA backend");
   const rnnd_model_shape *s = &layout->shape;
   cb->base.ops = &cuda_ops;
