@@ -190,5 +190,16 @@ int main(int argc, char **argv) {
   }
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);
+  be->ops->destroy(be);
+  batch_free(&batch);
+  optimizer_free(&opt);
+  config_free(&cfg);
+  dataset_free(&ds);
+  if (weights16) free(compute);
+  free(weights16);
+  free(params);
+  free(grads);
+  free(pieces);
+  free(rates);
   return 0;
 }

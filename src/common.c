@@ -1,19 +1,67 @@
-/* common.c — see common.h. The only process-wide state here is the program
- * name and the print rank, both written once at start-up. */
+/* common.c — see common.h. The only process-wide state here is
+ * process_info: the program name and the print rank, both written once at
+ * start-up, the path of an output file being written (so an error exit
+ * removes it instead of leaving half a file behind), and, in fuzz targets
+ * only, where an input error jumps to instead of exiting; and the message
+ * and state of the bounded-read alarm (rnnd_reading_begin). */
 #define _POSIX_C_SOURCE 200809L
 #include "rnnd/common.h"
 
 #include <errno.h>
 #include <mpi.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct {
   const char *program_name;
   int print_rank;
-} process_info = {"rnn_dist", 0};
+  char partial_output[4200]; /* "" when none */
+  jmp_buf *input_error_trap;  /* fuzz targets only */
+  char reading_message[4400]; /* bounded reads: written before the alarm, only read by its handler */
+  int reading_armed;          /* only disarm what we armed: a fuzzer's own timer shares SIGALRM */
+} process_info = {"rnn_dist", 0, "", NULL, "", 0};
+
+void rnnd_set_input_error_trap(jmp_buf *trap) { process_info.input_error_trap = trap; }
+
+/* --- bounded reads ---------------------------------------------------------- */
+
+
+static void reading_took_too_long(int signal_number) {
+  (void)signal_number;
+  ssize_t ignored = write(STDERR_FILENO, process_info.reading_message, strlen(process_info.reading_message));
+  (void)ignored;
+  _exit(RNND_EXIT_INPUT);
+}
+
+void rnnd_reading_begin(const char *path) {
+  const char *env = getenv("RNND_READ_TIMEOUT_S");
+  unsigned seconds = env ? (unsigned)atoi(env) : RNND_READ_TIMEOUT_S;
+  if (seconds == 0 || process_info.input_error_trap) return;
+  snprintf(process_info.reading_message, sizeof process_info.reading_message,
+           "%s: error: %s: reading did not finish in %u s (a corrupt HDF5 file can make the library loop; "
+           "RNND_READ_TIMEOUT_S raises the bound)\n", process_info.program_name, path, seconds);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = reading_took_too_long;
+  sigaction(SIGALRM, &action, NULL);
+  alarm(seconds);
+  process_info.reading_armed = 1;
+}
+
+void rnnd_reading_end(void) {
+  if (!process_info.reading_armed) return;
+  alarm(0);
+  process_info.reading_armed = 0;
+}
+
+void rnnd_set_partial_output(const char *path) {
+  snprintf(process_info.partial_output, sizeof process_info.partial_output, "%s", path ? path : "");
+}
 
 void rnnd_set_program_name(const char *name) { process_info.program_name = name; }
 const char *rnnd_program_name(void) { return process_info.program_name; }
@@ -23,6 +71,7 @@ int rnnd_print_rank(void) { return process_info.print_rank; }
 /* With several ranks a plain exit() on one rank would leave the others
  * blocked in a collective, so abort the whole job instead. */
 RNND_NORETURN static void exit_everywhere(int code) {
+  if (process_info.partial_output[0]) unlink(process_info.partial_output);
   int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -40,6 +89,7 @@ void rnnd_input_error(const char *fmt, ...) {
   va_start(args, fmt);
   vsnprintf(message, sizeof message, fmt, args);
   va_end(args);
+  if (process_info.input_error_trap) longjmp(*process_info.input_error_trap, 1);
   fflush(stdout);
   int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
@@ -65,6 +115,7 @@ void rnnd_internal_error(const char *file, int line, const char *fmt, ...) {
   fprintf(stderr, "%s: internal error (rank %d) at %s:%d: %s\n", process_info.program_name,
           process_info.print_rank, file, line, message);
   fflush(stderr);
+  if (process_info.input_error_trap) abort(); /* bad input must never reach an internal error: a finding */
   exit_everywhere(RNND_EXIT_INTERNAL);
 }
 

@@ -254,15 +254,29 @@ static int valid_section(const char *s) {
          !strcmp(s, "comm") || !strcmp(s, "metrics") || !strcmp(s, "output");
 }
 
+/* The whole file is read (and closed) before parsing, so an error in the
+ * middle leaves no open file behind. */
+#define CONFIG_MAX_BYTES 65536
 void config_load_file(rnnd_config *cfg, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) rnnd_input_error("%s: cannot open config file: %s", path, strerror(errno));
-  char line[4096], section[64] = "", where[4200];
+  char text[CONFIG_MAX_BYTES + 1];
+  size_t size = fread(text, 1, sizeof text, f);
+  int read_error = ferror(f);
+  fclose(f);
+  if (read_error) rnnd_input_error("%s: cannot read config file", path);
+  if (size > CONFIG_MAX_BYTES) rnnd_input_error("%s: config file larger than %d bytes", path, CONFIG_MAX_BYTES);
+  text[size] = '\0';
+  if (strlen(text) != size) rnnd_input_error("%s: config file contains a NUL byte (not text)", path);
+  char section[64] = "", where[4200];
   int line_no = 0;
-  while (fgets(line, sizeof line, f)) {
+  for (char *next = text; *next;) {
+    char *line = next, *end = strchr(line, '\n');
+    next = end ? end + 1 : line + strlen(line);
+    if (end) *end = '\0';
     line_no++;
     snprintf(where, sizeof where, "%s:%d", path, line_no);
-    if (!strchr(line, '\n') && !feof(f)) rnnd_input_error("%s: line longer than %zu bytes", where, sizeof line - 2);
+    if (strlen(line) > 4094) rnnd_input_error("%s: line longer than %d bytes", where, 4094);
     char *s = trim(line);
     if (*s == '\0' || *s == ';' || *s == '#') continue;
     if (*s == '[') {
@@ -283,7 +297,6 @@ void config_load_file(rnnd_config *cfg, const char *path) {
     strip_inline_comment(value);
     set_key(cfg, section, key, trim(value), where);
   }
-  fclose(f);
 }
 
 void config_apply_override(rnnd_config *cfg, const char *assignment) {

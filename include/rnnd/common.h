@@ -13,6 +13,7 @@
 #ifndef RNND_COMMON_H
 #define RNND_COMMON_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,24 @@
 /* Program name printed in front of every error line ("rnn_dist", "rnn_prep"). */
 void rnnd_set_program_name(const char *name);
 const char *rnnd_program_name(void);
+
+/* The output file being written (a .tmp published by rename): an error exit
+ * removes it, so no half-written file stays behind. NULL: none. */
+void rnnd_set_partial_output(const char *path);
+
+/* A bound on reading one input file (data set, checkpoint, model file):
+ * HDF5 1.10 can loop forever on some corrupt files (found by fuzzing,
+ * tests/fuzz/README.md). Past RNND_READ_TIMEOUT_S seconds (environment
+ * variable of that name to change it, 0 = no bound) the process prints one
+ * line naming the file and exits with RNND_EXIT_INPUT. Uses SIGALRM. */
+#define RNND_READ_TIMEOUT_S 600
+void rnnd_reading_begin(const char *path);
+void rnnd_reading_end(void);
+
+/* Fuzz targets only (tests/fuzz): with a trap set, rnnd_input_error jumps
+ * to it silently instead of exiting, and an internal error aborts (bad input
+ * must only ever produce input errors). NULL restores exiting. */
+void rnnd_set_input_error_trap(jmp_buf *trap);
 
 /* Rank used by the rank-0 printing helpers; set once by the communicator. */
 void rnnd_set_print_rank(int rank);

@@ -77,6 +77,8 @@ void cuda_resident_gradients(rnnd_backend *be, rnnd_nccl *nccl, const rnnd_batch
  * hyperparameters at opt->steps (already counted), then the compute copy;
  * returns the update's L2 norm and the new weights' norm in *param_norm. */
 double cuda_resident_update(rnnd_backend *be, const rnnd_optimizer *opt, double lr, double clip, double *param_norm);
+/* The reduced, unscaled gradient of the last cuda_resident_gradients -> host. */
+void cuda_resident_fetch_gradient(rnnd_backend *be, float *grads);
 /* L2 norm of the device's master weights. */
 double cuda_resident_param_norm(rnnd_backend *be);
 

@@ -10,6 +10,8 @@
 
 /* Silences HDF5's automatic error stack (call before any HDF5 use). */
 void h5_quiet(void);
+/* First thing in main, before any other HDF5 call (see h5util.c). */
+void h5_process_init(void);
 /* Opens an existing file read-only, or fails naming it. */
 hid_t h5_open_read(const char *path);
 int h5_has_attr(hid_t obj, const char *name);

@@ -65,6 +65,17 @@ static const char *class_name(H5T_class_t cls) {
   }
 }
 
+/* A corrupt header can claim any length; before anything is allocated for
+ * it, the claim must fit what the file stores for the dataset (deflate
+ * never compresses by more than about 1032:1). */
+#define MAX_COMPRESSION 2048.0
+static void check_plausible_length(hid_t dset, const char *path, const char *name, hsize_t length) {
+  hsize_t stored = H5Dget_storage_size(dset);
+  if ((double)length > MAX_COMPRESSION * ((double)stored + 4096.0))
+    fail_at(path, "/%s claims %llu elements but the file stores %llu bytes of it (corrupt file?)", name,
+            (unsigned long long)length, (unsigned long long)stored);
+}
+
 /* Opens the 1-D dataset /NAME and returns its length; checks its type class. */
 static hid_t open_vector(hid_t file, const char *path, const char *name, H5T_class_t want,
                          const char *want_words, hsize_t *length) {
@@ -88,6 +99,7 @@ static hid_t open_vector(hid_t file, const char *path, const char *name, H5T_cla
   CHECK_H5(H5Sget_simple_extent_dims(space, length, NULL), path, "cannot read the shape of /%s",
           name);
   CHECK_H5(H5Sclose(space), path, "cannot close the shape of /%s", name);
+  check_plausible_length(dset, path, name, *length);
   return dset;
 }
 
@@ -306,6 +318,7 @@ static void read_vocab(rnnd_dataset *ds, hid_t file) {
 void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   memset(ds, 0, sizeof *ds);
   ds->path = rnnd_strdup(path);
+  rnnd_reading_begin(path);
   hid_t file = open_file(path);
   read_header(ds, file);
   read_offsets(ds, file);
@@ -314,6 +327,7 @@ void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   validate_tokens(ds);
   if (load_vocab) read_vocab(ds, file);
   CHECK_H5(H5Fclose(file), path, "cannot close file");
+  rnnd_reading_end();
 }
 
 void dataset_free(rnnd_dataset *ds) {

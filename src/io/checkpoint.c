@@ -134,6 +134,7 @@ static void point_latest_at(const char *dir, const char *name) {
     rnnd_input_error("%s: cannot write (disk full?)", tmp);
   }
   publish(dir, tmp, final);
+  rnnd_set_partial_output(NULL);
 }
 
 void checkpoint_save(const char *dir, int keep, const rnnd_checkpoint_view *c) {
@@ -142,12 +143,14 @@ void checkpoint_save(const char *dir, int keep, const rnnd_checkpoint_view *c) {
   snprintf(name, sizeof name, "ckpt_step%08lld.h5", (long long)c->state->step);
   snprintf(final, sizeof final, "%s/%s", dir, name);
   snprintf(tmp, sizeof tmp, "%s.tmp", final);
+  rnnd_set_partial_output(tmp); /* an error exit (disk full) removes it */
   write_contents(tmp, c);
   if (c->test_delay_s > 0) {
     struct timespec pause = {(time_t)c->test_delay_s, (long)((c->test_delay_s - (double)(time_t)c->test_delay_s) * 1e9)};
     nanosleep(&pause, NULL);
   }
   publish(dir, tmp, final);
+  rnnd_set_partial_output(NULL);
   prune(dir, keep);
   point_latest_at(dir, name);
 }
@@ -217,6 +220,7 @@ static void read_amp_and_state(const char *path, hid_t file, rnnd_loss_scaler *s
 
 void checkpoint_load(const char *path, const rnnd_layout *layout, float *params, rnnd_optimizer *optimizer,
                      rnnd_loss_scaler *scaler, rnnd_train_state *state) {
+  rnnd_reading_begin(path);
   hid_t file = h5_open_read(path);
   check_format(path, file);
   hid_t model = open_group(path, file, "model");
@@ -225,9 +229,11 @@ void checkpoint_load(const char *path, const rnnd_layout *layout, float *params,
   H5Gclose(model);
   if (n) rnnd_input_error("%s: checkpoint of another model shape: %s", path, mismatches);
   H5Fclose(file);
-  model_file_load_params(path, layout, params); /* checks the shape first */
+  model_file_load_params(path, layout, params); /* checks the shape first; ends the bound */
+  rnnd_reading_begin(path);
   file = h5_open_read(path);
   read_optimizer(path, file, layout, optimizer);
   read_amp_and_state(path, file, scaler, state);
   H5Fclose(file);
+  rnnd_reading_end();
 }

@@ -11,6 +11,12 @@
 
 void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
+/* HDF5 otherwise closes every open file at exit; after a failed write (a
+ * full disk) that close crashes inside the library, so an error exit would
+ * end in a segfault instead of its one-line message. rnn_dist closes its
+ * files itself on every normal path. */
+void h5_process_init(void) { H5dont_atexit(); }
+
 /* The innermost HDF5 error message, for the one-line report. */
 static herr_t keep_last_message(unsigned n, const H5E_error2_t *err, void *data) {
   (void)n;
@@ -20,8 +26,12 @@ static herr_t keep_last_message(unsigned n, const H5E_error2_t *err, void *data)
 
 hid_t h5_check(hid_t status, const char *path, const char *what) {
   if (status >= 0) return status;
+  int system_error = errno; /* what the failed write() said, if it was one */
   char detail[256] = "unknown error";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_last_message, detail);
+  if (system_error == ENOSPC || system_error == EDQUOT || system_error == EFBIG || system_error == EROFS ||
+      system_error == EIO)
+    rnnd_input_error("%s: %s (HDF5: %s; %s)", path, what, detail, strerror(system_error));
   rnnd_input_error("%s: %s (HDF5: %s)", path, what, detail);
 }
 

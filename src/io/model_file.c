@@ -93,6 +93,7 @@ void model_file_write(const char *path, const rnnd_layout *layout, const float *
   h5_quiet();
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  rnnd_set_partial_output(tmp); /* an error exit (disk full) removes it */
   hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) rnnd_input_error("%s: cannot create model file (%s)", tmp, strerror(errno));
   h5_write_string_attr(tmp, file, "format", RNND_MODEL_FORMAT);
@@ -112,6 +113,7 @@ void model_file_write(const char *path, const rnnd_layout *layout, const float *
     unlink(tmp);
     rnnd_input_error("%s: cannot rename model file into place (%s)", path, strerror(errno));
   }
+  rnnd_set_partial_output(NULL);
 }
 
 static int read_cell(const char *path, hid_t group) {
@@ -242,12 +244,14 @@ static void read_view(const char *path, hid_t group, const char *group_name, con
 }
 
 void model_file_load_params(const char *path, const rnnd_layout *layout, float *params) {
+  rnnd_reading_begin(path);
   model_file_check_shape(path, &layout->shape);
   hid_t file = h5_open_read(path);
   hid_t group = open_model_group(path, file);
   model_file_read_tensors(path, group, "/model", layout, params);
   H5Gclose(group);
   H5Fclose(file);
+  rnnd_reading_end();
 }
 
 void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,

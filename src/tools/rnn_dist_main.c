@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rnnd/common.h"
+#include "rnnd/h5util.h"
 #include "rnnd/comm.h"
 #include "rnnd/config.h"
 #include "rnnd/model_file.h"
@@ -140,6 +141,7 @@ static int run_train(int argc, char **argv, int first, rnnd_comm *comm) {
 
 int main(int argc, char **argv) {
   rnnd_set_program_name("rnn_dist");
+  h5_process_init();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return print_help(), 0;
     if (!strcmp(argv[i], "--version")) return printf("rnn_dist %s\n", RNND_VERSION), 0;

@@ -178,6 +178,9 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   memset(t, 0, sizeof *t);
   t->cfg = cfg;
   t->comm = comm;
+  /* From here a SIGTERM/SIGUSR1 only raises the flag: the first step
+   * boundary then checkpoints step 0 and exits with the preemption code. */
+  preempt_install();
   choose_device(t);
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
@@ -231,9 +234,10 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   t->fault_hang_step = fault_step("RNND_FAULT_HANG", comm->rank);
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
+  const char *startup_hook = getenv("RNND_FAULT_SIGNAL_STARTUP"); /* test hook: RANK */
+  if (startup_hook && atoi(startup_hook) == comm->rank) raise(SIGTERM);
   open_outputs(t, t->resumed);
   metrics_open(&t->metrics, cfg->output.dir, comm->rank == 0, t->resumed ? t->step : -1);
-  preempt_install();
 }
 
 void trainer_free(rnnd_trainer *t) {
@@ -650,6 +654,43 @@ static void save_checkpoint(rnnd_trainer *t) {
               (long long)t->step);
 }
 
+/* Names of the views whose gradient holds inf or NaN, state_dict order. */
+static void nonfinite_tensors(const rnnd_trainer *t, char *buf, size_t size) {
+  buf[0] = '\0';
+  int listed = 0;
+  for (int v = 0; v < t->layout.n_views; v++) {
+    const rnnd_param_view *view = &t->layout.views[v];
+    size_t bad = 0;
+    for (size_t i = 0; i < view->numel; i++) bad += !isfinite(t->grads[view->offset + i]);
+    if (!bad || view->alias) continue;
+    size_t used = strlen(buf);
+    if (listed++ < 4) snprintf(buf + used, size - used, "%s%s (%zu values)", listed > 1 ? ", " : "", view->name, bad);
+  }
+  if (listed > 4) snprintf(buf + strlen(buf), size - strlen(buf), " and %d more", listed - 4);
+}
+
+/* Without dynamic loss scaling (fp32, bf16) a non-finite gradient is not an
+ * overflow to back off from but a diverged run: stop every rank, name the
+ * step, the tensors and the checkpoint to go back to. */
+static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
+#ifdef RNND_HAVE_CUDA
+  if (t->use_cuda) cuda_resident_fetch_gradient(t->backend, t->grads);
+#endif
+  char tensors[512], latest[4300];
+  nonfinite_tensors(t, tensors, sizeof tensors);
+  int have_checkpoint = checkpoint_latest(t->cfg->output.dir, latest, sizeof latest);
+  metrics_flush(&t->metrics);
+  if (t->comm->rank == 0) {
+    fprintf(stderr, "%s: error: step %lld: non-finite gradient (norm %g, loss %g) in %s with no loss scaling to "
+            "absorb it: in %s; stopping. Last checkpoint: %s (lower train.lr or train.clip_norm, then --resume "
+            "auto)\n", rnnd_program_name(), (long long)t->step, st->grad_norm, st->nll / (double)st->tokens,
+            rnnd_dtype_name(t->precision), tensors[0] ? tensors : "(no tensor: the loss itself)",
+            have_checkpoint ? latest : "none yet");
+    fflush(stderr);
+  }
+  return RNND_EXIT_INTERNAL;
+}
+
 int trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   print_header(t);
@@ -665,6 +706,7 @@ int trainer_run(rnnd_trainer *t) {
     st = trainer_train_step(t);
     interval_add(&iv, &st);
     record_step(t, &st);
+    if (st.skipped && !t->scaler.dynamic) return stop_on_nonfinite(t, &st);
     record_histograms(t);
     check_replicas(t);
     if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);

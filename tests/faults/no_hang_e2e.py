@@ -9,7 +9,10 @@ of a step ends within a bounded time with a non-zero exit code.
     wait, the job ends in < 60 s, exit code non-zero;
   - the same hang with the watchdog off (comm.timeout_s = 0) is still
     waiting after 15 s (so the bound above is the watchdog's doing), and is
-    then killed by this script.
+    then killed by this script;
+  - a training set that never finishes reading (a FIFO nobody writes, as a
+    corrupt HDF5 file that makes the library loop) ends after
+    RNND_READ_TIMEOUT_S = 3 s with one line naming the file, exit code 2.
 usage: no_hang_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
 import argparse
 import os
@@ -66,4 +69,13 @@ check(named is not None, "rank 0's watchdog names the call and the wait: "
 
 code, seconds, err = job("hang_unbounded", {"RNND_FAULT_HANG": "1:3"}, 0, 15)
 check(code is None, f"without the watchdog the same hang is still waiting after {seconds:.0f} s")
+fifo = os.path.join(a.work, "train.h5")
+os.mkfifo(fifo)
+start = time.time()
+r = subprocess.run([a.rnn_dist, "--set", f"data.train={fifo}", "--set", "data.valid=none", "--set", "data.test=none",
+                    "--set", f"output.dir={os.path.join(a.work, 'fifo')}"], capture_output=True, text=True,
+                   env=dict(mpi_env(), RNND_READ_TIMEOUT_S="3"), timeout=60)
+lines = r.stderr.strip().splitlines()
+check(r.returncode == 2 and len(lines) == 1 and "train.h5: reading did not finish in 3 s" in lines[0]
+      and time.time() - start < 30, f"a read that never ends stops after the bound: exit {r.returncode}, {lines}")
 checks.finish()

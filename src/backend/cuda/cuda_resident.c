@@ -87,6 +87,13 @@ void cuda_resident_store(rnnd_backend *be, rnnd_optimizer *opt, float *params) {
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
+void cuda_resident_fetch_gradient(rnnd_backend *be, float *grads) {
+  cuda_backend *cb = resident_of(be);
+  CUDA_CHECK(cudaMemcpyAsync(grads, cb->grads, be->layout->numel * sizeof(float), cudaMemcpyDeviceToHost,
+                             cb->stream));
+  CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+}
+
 /* --- the bucketed reduce ------------------------------------------------- */
 
 static ncclDataType_t nccl_type(rnnd_dtype t) {
