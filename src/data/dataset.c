@@ -281,15 +281,17 @@ static void release_strings(hid_t mem, hid_t dset, char **words, const char *pat
 static void copy_vocab(rnnd_dataset *ds, hid_t dset, hid_t mem, size_t width, hsize_t n) {
   if (width == 0) {
     char **raw = RNND_ALLOC(char *, n, "vocabulary strings");
-    CHECK_H5(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw), ds->path,
-            "cannot read /vocab");
+    herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
+    if (status < 0) free(raw); /* the error below leaves no buffer behind (found by fuzzing) */
+    CHECK_H5(status, ds->path, "cannot read /vocab");
     for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw[i] ? raw[i] : "");
     release_strings(mem, dset, raw, ds->path);
     free(raw);
   } else {
     char *raw = rnnd_calloc(n, width, "vocabulary strings");
-    CHECK_H5(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw), ds->path,
-            "cannot read /vocab");
+    herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
+    if (status < 0) free(raw);
+    CHECK_H5(status, ds->path, "cannot read /vocab");
     for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw + i * width);
     free(raw);
   }
