@@ -2,7 +2,9 @@
 tally of named checks with the closing "N passed, N failed" line, the
 environment for mpirun as root with no test hooks set, and reading a
 metrics.h5 group into a dict of arrays."""
+import argparse
 import os
+import shutil
 import sys
 
 import h5py
@@ -41,3 +43,18 @@ def read_series(path, group="train"):
     """metrics.h5's group as {series name: numpy array}."""
     with h5py.File(path, "r") as f:
         return {name: values[:] for name, values in f[group].items()}
+
+
+def e2e_arguments(required, add_more=None):
+    """Parses the script's options: every name in `required` (e.g. "--work")
+    as a required value, plus whatever add_more(parser) adds; then empties
+    the --work directory. Returns the parsed namespace."""
+    p = argparse.ArgumentParser()
+    for name in required:
+        p.add_argument(name, required=True)
+    if add_more:
+        add_more(p)
+    a = p.parse_args()
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    return a

@@ -12,25 +12,18 @@ SKIPPED and exits 77 where mounting is not allowed).
   - output.dir on a read-only file system: one error line, exit 2, nothing
     written.
 usage: disk_full_e2e.py --rnn-dist BIN --data DIR --work DIR"""
-import argparse
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
 
-p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--data", "--work"]:
-    p.add_argument(k, required=True)
-a = p.parse_args()
-shutil.rmtree(a.work, ignore_errors=True)
-os.makedirs(a.work)
+a = e2e_arguments(["--rnn-dist", "--data", "--work"])
 env = mpi_env()
 mounts = []
 

@@ -8,22 +8,15 @@ of 2, step index 6).
   - fp16: the loss scaler skips the step, halves the scale, counts it, and the
     run ends normally.
 usage: nan_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
-import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env, read_series  # noqa: E402
+from e2e_util import Checks, mpi_env, read_series, e2e_arguments  # noqa: E402
 
-p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
-    p.add_argument(k, required=True)
-a = p.parse_args()
-shutil.rmtree(a.work, ignore_errors=True)
-os.makedirs(a.work)
+a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"])
 checks = Checks()
 check = checks.check
 

@@ -14,24 +14,17 @@ of a step ends within a bounded time with a non-zero exit code.
     corrupt HDF5 file that makes the library loop) ends after
     RNND_READ_TIMEOUT_S = 3 s with one line naming the file, exit code 2.
 usage: no_hang_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
-import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
 
-p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
-    p.add_argument(k, required=True)
-a = p.parse_args()
-shutil.rmtree(a.work, ignore_errors=True)
-os.makedirs(a.work)
+a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"])
 checks = Checks()
 check = checks.check
 common = ["--set", f"data.dir={a.data}", "--set", "data.valid=none", "--set", "data.test=none",

@@ -11,7 +11,6 @@ uninterrupted run of the same length.
   - after every kill every checkpoint on disk opens and every dataset reads
     back (HDF5 Fletcher32 checksums), and `latest` names one of them.
 usage: soak_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR [--seed S] [--kills N]"""
-import argparse
 import glob
 import os
 import random
@@ -25,16 +24,15 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
 
-p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
-    p.add_argument(k, required=True)
-p.add_argument("--seed", type=int, default=int(time.time()) % 100000)
-p.add_argument("--kills", type=int, default=5)
-a = p.parse_args()
-shutil.rmtree(a.work, ignore_errors=True)
-os.makedirs(a.work)
+
+def more_options(parser):
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    parser.add_argument("--kills", type=int, default=5)
+
+
+a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"], more_options)
 checks = Checks()
 check = checks.check
 rng = random.Random(a.seed)

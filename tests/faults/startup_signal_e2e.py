@@ -7,9 +7,7 @@ the same parameters as a run that was never interrupted. Also a start-up
 error of the whole job: 3 ranks for a global batch of 2 stop with the line
 naming both numbers and a non-zero exit code.
 usage: startup_signal_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -17,14 +15,9 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
 
-p = argparse.ArgumentParser()
-for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
-    p.add_argument(k, required=True)
-a = p.parse_args()
-shutil.rmtree(a.work, ignore_errors=True)
-os.makedirs(a.work)
+a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"])
 checks = Checks()
 check = checks.check
 
