@@ -11,7 +11,11 @@
  * usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]
  *        [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]
  *        [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16]
- *        [--device cpu|cuda] [--roofline 0|1]
+ *        [--device cpu|cuda] [--roofline 0|1] [--bptt-segment K]
+ *
+ * --bptt-segment K (CPU) back-propagates by segments of K steps
+ * (train.bptt_segment); the "memory" line then shows the smaller activation
+ * and workspace bytes, and "peak_rss_mib" the process's peak resident set.
  *
  * --roofline 1 (CPU) also times the backend's sgemm on exactly the products
  * of one step (gemm_rate.h) and prints the line
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "rnnd/amp.h"
 #include "rnnd/backend.h"
@@ -45,11 +50,11 @@ typedef struct {
   int cell, vocab, embed, hidden, layers, batch, min_len, max_len, steps, warmup, threads;
   long seed;
   rnnd_dtype precision;
-  int cuda, roofline;
+  int cuda, roofline, bptt_segment;
 } bench_args;
 
 static void parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0, 0};
+  *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) rnnd_input_error("%s: missing value", k);
@@ -71,6 +76,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
                                                        : !strcmp(v, "fp32") ? RNND_DTYPE_F32
                                                        : (rnnd_input_error("--precision: '%s' is not fp32, fp16 or bf16", v), RNND_DTYPE_F32);
     else if (!strcmp(k, "--roofline")) a->roofline = atoi(v) != 0;
+    else if (!strcmp(k, "--bptt-segment")) a->bptt_segment = atoi(v);
     else if (!strcmp(k, "--device")) a->cuda = !strcmp(v, "cuda") ? 1
                                              : !strcmp(v, "cpu") ? 0
                                              : (rnnd_input_error("--device: '%s' is not cpu or cuda", v), 0);
@@ -131,7 +137,7 @@ int main(int argc, char **argv) {
   rnnd_optimizer opt;
   optimizer_init(&opt, &cfg.train, layout.numel);
   rnnd_backend_capacity cap = {.max_pieces = a.batch, .max_steps = a.max_len, .max_tokens = (int64_t)a.batch * a.max_len,
-                               .threads = a.threads, .storage = a.precision};
+                               .threads = a.threads, .storage = a.precision, .bptt_segment = a.bptt_segment};
   /* the 16-bit compute copy of the weights (what the trainer keeps) */
   uint16_t *weights16 = a.precision != RNND_DTYPE_F32 ? RNND_ALLOC(uint16_t, layout.numel, "16-bit weights") : NULL;
   float *compute = weights16 ? RNND_ALLOC(float, layout.numel, "compute weights") : params;
@@ -178,6 +184,9 @@ int main(int argc, char **argv) {
   printf("memory precision %s weights %zu gradients %zu optimizer %zu activations %zu workspace %zu\n",
          rnnd_dtype_name(a.precision), weights, n * sizeof(float), optimizer_state_bytes(&opt),
          be->ops->activation_bytes(be), workspace);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  printf("peak_rss_mib %.1f bptt_segment %d\n", (double)usage.ru_maxrss / 1024.0, a.bptt_segment);
 #ifdef RNND_HAVE_CUDA
   if (a.cuda) printf("device_peak_mib %.1f\n", (double)cuda_device_used_bytes() / 1048576.0);
 #endif

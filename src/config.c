@@ -75,6 +75,7 @@ static const config_key config_keys[] = {
     {"train", "weight_decay", KEY_DOUBLE, AT(train.weight_decay), "0.0", 0, 1, NULL, "L2 penalty added to the gradient (as torch.optim)"},
     {"train", "momentum", KEY_DOUBLE, AT(train.momentum), "0.0", 0, 0.999999, NULL, "SGD momentum"},
     {"train", "clip_norm", KEY_DOUBLE, AT(train.clip_norm), "0.5", 0, 1e9, NULL, "global gradient-norm clip; 0 disables"},
+    {"train", "bptt_segment", KEY_INT, AT(train.bptt_segment), "0", 0, 1 << 30, NULL, "if > 0: back-propagate batches longer than this many steps by segments, recomputing each from a kept state (activation memory ~ T/K + K instead of T; same gradients; CPU, unidirectional)"},
     {"train", "log_every", KEY_LONG, AT(train.log_every), "50", 1, 9.0e15, NULL, "steps between progress lines"},
     {"train", "eval_every", KEY_LONG, AT(train.eval_every), "0", 0, 9.0e15, NULL, "steps between validation runs; 0 = only at the end"},
     {"train", "threads", KEY_INT, AT(train.threads), "0", 0, 4096, NULL, "CPU threads for BLAS and kernels; 0 = all cores"},
@@ -340,6 +341,10 @@ void config_finalize(rnnd_config *cfg) {
   if (cfg->model.tie_weights && cfg->model.decoder == RNND_DECODER_ADAPTIVE)
     rnnd_input_error("config: model.tie_weights needs model.decoder = softmax (the adaptive decoder has no "
                      "vocabulary-sized weight to tie)");
+  if (cfg->train.bptt_segment > 0 && cfg->model.bidirectional)
+    rnnd_input_error("config: train.bptt_segment = %d needs a unidirectional model (model.bidirectional = false): "
+                     "a reverse direction would need its own segments from the other end",
+                     cfg->train.bptt_segment);
   if (!cfg->output.dir[0]) rnnd_input_error("config: output.dir must not be empty");
   if (cfg->comm.grad_dtype == RNND_GRAD_DTYPE_AUTO) cfg->comm.grad_dtype = cfg->train.precision;
   if (cfg->amp.min_scale > cfg->amp.max_scale)

@@ -33,6 +33,13 @@ foreach(threads 1 2)
                        PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
 endforeach()
 
+add_executable(test_bptt_segment ${RNND_TEST_DIR}/core/test_bptt_segment.c)
+target_link_libraries(test_bptt_segment PRIVATE rnnd)
+foreach(threads 1 2)
+  add_test(NAME bptt_segment_equals_full_t${threads} COMMAND test_bptt_segment --threads ${threads})
+  set_tests_properties(bptt_segment_equals_full_t${threads} PROPERTIES LABELS "math")
+endforeach()
+
 add_executable(test_dropout ${RNND_TEST_DIR}/core/test_dropout.c)
 target_link_libraries(test_dropout PRIVATE rnnd_test_fixture)
 add_test(NAME dropout_keyed_by_piece COMMAND test_dropout ${RNND_FIXTURES}/grad_gru_l3_uni_untied.h5)
@@ -91,6 +98,8 @@ rnnd_cli_error(adaptive_cutoffs [=[model\.cutoffs = '2000,100', model\.div_value
 set_tests_properties(cli_error.adaptive_cutoffs PROPERTIES FIXTURES_REQUIRED bible)
 rnnd_cli_error(missing_config [=[nope\.ini: cannot open config file: No such file or directory$]=]
   ${RD} --config ${RNND_WORK}/nope.ini)
+rnnd_cli_error(segments_bidirectional [=[train\.bptt_segment = 50 needs a unidirectional model]=]
+  ${RD} --set model.bidirectional=true --set train.bptt_segment=50)
 rnnd_cli_error(set_unknown_key [=[--set train\.step=5: unknown key 'train\.step' \(did you mean 'train\.steps'\?\)$]=]
   ${RD} --set train.step=5)
 rnnd_cli_error(set_wrong_section [=[--set data\.hidden=5: unknown key 'data\.hidden' \(did you mean 'model\.hidden'\?\)$]=]

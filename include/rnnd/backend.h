@@ -64,6 +64,10 @@ typedef struct {
   /* CUDA backend only: fp32 optimizer buffers to hold on the device for the
    * device-resident step (2 for Adam, 1 for SGD; 0: none). */
   int optimizer_state;
+  /* train.bptt_segment: > 0 runs batches longer than this many steps
+   * through checkpointed, segmented backpropagation (CPU backend,
+   * unidirectional models); activation buffers then hold one segment. */
+  int bptt_segment;
 } rnnd_backend_capacity;
 
 /* CPU reference backend; free with be->ops->destroy(be). */

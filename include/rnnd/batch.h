@@ -45,5 +45,13 @@ void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens);
 /* Packs `count` pieces of `ds` (any order; sorted here, stable by id). */
 void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count);
 void batch_free(rnnd_batch *b);
+/* A view of time steps [t0, t1) of b (0 <= t0 < t1 <= n_steps) for
+ * segmented backpropagation: the same pieces, of which the first
+ * batch_sizes[t0] run; rows step_offsets[t0] .. step_offsets[t1] of b.
+ * Positions stay those within the whole pieces, so dropout masks are those
+ * of the unsegmented batch. `offsets` ([t1 - t0 + 1], caller's) receives the
+ * view's step offsets. The view borrows b's arrays; it owns nothing and is
+ * never passed to batch_free. */
+void batch_step_view(const rnnd_batch *b, int t0, int t1, int64_t *offsets, rnnd_batch *view);
 
 #endif

@@ -66,6 +66,7 @@ typedef struct {
   double weight_decay;
   double momentum;
   double clip_norm;  /* 0 disables clipping */
+  int bptt_segment;  /* 0 = whole-batch backpropagation; K > 0: by segments of K steps */
   long log_every;
   long eval_every;   /* 0 = only at the end */
   int threads;       /* 0 = all available cores */

@@ -62,3 +62,21 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
     }
   }
 }
+
+void batch_step_view(const rnnd_batch *b, int t0, int t1, int64_t *offsets, rnnd_batch *view) {
+  RNND_ASSERT(0 <= t0 && t0 < t1 && t1 <= b->n_steps);
+  const int64_t row0 = b->step_offsets[t0];
+  for (int t = t0; t <= t1; t++) offsets[t - t0] = b->step_offsets[t] - row0;
+  *view = (rnnd_batch){.max_pieces = b->max_pieces,
+                       .max_len = t1 - t0,
+                       .max_tokens = offsets[t1 - t0],
+                       .n_pieces = b->batch_sizes[t0],
+                       .n_steps = t1 - t0,
+                       .n_tokens = offsets[t1 - t0],
+                       .pieces = b->pieces,
+                       .batch_sizes = b->batch_sizes + t0,
+                       .step_offsets = offsets,
+                       .inputs = b->inputs + row0,
+                       .targets = b->targets + row0,
+                       .positions = b->positions + row0};
+}

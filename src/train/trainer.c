@@ -130,8 +130,12 @@ static void choose_device(rnnd_trainer *t) {
 
 static void create_backend(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
-  rnnd_backend_capacity cap = {.threads = cfg->train.threads, .storage = t->precision};
+  rnnd_backend_capacity cap = {
+      .threads = cfg->train.threads, .storage = t->precision, .bptt_segment = cfg->train.bptt_segment};
   if (t->use_cuda) cap.optimizer_state = t->optimizer.v ? 2 : 1;
+  if (t->use_cuda && cap.bptt_segment > 0)
+    rnnd_input_error("config: train.bptt_segment is not available on the CUDA backend yet (set train.device = cpu, "
+                     "or 0 for whole-sequence backpropagation)");
   grow_capacity(&cap, &t->train_sampler, t->comm->size);
   /* evaluation hands whole batches to ranks in turn */
   if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);

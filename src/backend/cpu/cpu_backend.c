@@ -27,6 +27,16 @@
 #define DECODER_MIN_ROWS 64
 #define SOFTMAX_CHUNK_ROWS 32
 
+/* How the segment being run connects to its neighbours (all NULL/0 when a
+ * batch runs whole): per layer the state it starts from, and the gradient
+ * buffer that brings dL/d(final state) from the later segment and takes
+ * dL/d(initial state) to the earlier one. */
+typedef struct {
+  const float *h0[RNND_MAX_LAYERS], *c0[RNND_MAX_LAYERS];
+  float *dh[RNND_MAX_LAYERS], *dc[RNND_MAX_LAYERS];
+  int last_rows; /* pieces that go on after this segment's last step */
+} segment_link;
+
 typedef struct {
   rnnd_backend base;
   rnnd_backend_capacity cap;
@@ -53,6 +63,16 @@ typedef struct {
   uint16_t *in16[RNND_MAX_LAYERS + 1], *out16[RNND_MAX_LAYERS];
   uint16_t *gates16[RNND_MAX_LAYERS][2], *extra16[RNND_MAX_LAYERS][2];
   size_t activation_bytes, workspace_bytes;
+  /* Segmented backpropagation (capacity.bptt_segment = K > 0): batches are
+   * run K steps at a time, so the buffers above hold one segment. */
+  int segment;
+  int64_t rows;                             /* activation rows: a whole batch, or one segment */
+  int64_t *segment_offsets;                 /* [K + 1] step offsets of the current view */
+  float *boundary_h[RNND_MAX_LAYERS];       /* [segments, max_pieces, hidden]: state entering each segment */
+  float *boundary_c[RNND_MAX_LAYERS];       /* LSTM cell state, same shape */
+  float *carry_dh[RNND_MAX_LAYERS];         /* [max_pieces, hidden]: dL/d(state) into the previous segment */
+  float *carry_dc[RNND_MAX_LAYERS];
+  segment_link link;                        /* what the layers of the current segment connect to */
 } cpu_backend;
 
 static float *take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
@@ -75,7 +95,7 @@ static void dropout_apply(float *dst, const float *src, int width, const rnnd_ba
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
       int64_t row = b->step_offsets[t] + i;
-      uint64_t row_key = rng_dropout_row_key(slot_key, b->pieces[i].id, t);
+      uint64_t row_key = rng_dropout_row_key(slot_key, b->pieces[i].id, b->positions[row]);
       const float *in = src + row * width;
       float *o = dst + row * width;
       for (int j = 0; j < width; j++) {
@@ -98,6 +118,18 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
     d->gw_hh = grads + o->weight_hh;
     d->gb_ih = grads + o->bias_ih;
     d->gb_hh = grads + o->bias_hh;
+  }
+  const segment_link *k = &cb->link;
+  if (dir == 0 && k->h0[layer]) {
+    d->h0 = k->h0[layer];
+    d->c0 = k->c0[layer];
+    d->dh0 = k->dh[layer];
+    d->dc0 = k->dc[layer];
+  }
+  if (dir == 0 && k->last_rows) {
+    d->dh_last = k->dh[layer];
+    d->dc_last = k->dc[layer];
+    d->last_rows = k->last_rows;
   }
 }
 
@@ -459,11 +491,9 @@ static void check_capacity(const cpu_backend *cb, const rnnd_batch *b) {
               (long long)cb->cap.max_tokens);
 }
 
-static double cpu_train_batch(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
-                              const rnnd_dropout *dr, float loss_weight) {
-  cpu_backend *cb = (cpu_backend *)be;
-  check_capacity(cb, b);
-  cb->last_train_tokens = b->n_tokens;
+/* Forward, decoder and backward of a batch (or of one segment's view). */
+static double train_whole(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
+                          const rnnd_dropout *dr, float loss_weight) {
   if (cb->storage != RNND_DTYPE_F32) {
     const float *y = forward_layers16(cb, params, b, dr);
     double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
@@ -477,13 +507,111 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
   return nll;
 }
 
+static const float *forward_only(cpu_backend *cb, const float *params, const rnnd_batch *b, const rnnd_dropout *dr) {
+  if (cb->storage != RNND_DTYPE_F32) return forward_layers16(cb, params, b, dr);
+  const float *in[RNND_MAX_LAYERS + 1];
+  return forward_layers(cb, params, b, dr, in);
+}
+
+/* --- segmented backpropagation through time ----------------------------- */
+
+/* Copies each layer's state after the view's last step, for the `rows`
+ * pieces that go on, into the boundary slot of segment `next`. */
+static void keep_segment_end(cpu_backend *cb, const rnnd_batch *view, int rows, int next) {
+  const int H = cb->hidden;
+  const int64_t row = view->step_offsets[view->n_steps - 1], slot = (int64_t)next * cb->cap.max_pieces * H;
+  for (int l = 0; l < cb->layers; l++) {
+    float *h = cb->boundary_h[l] + slot, *c = cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+    for (int i = 0; i < rows; i++) {
+      if (cb->storage == RNND_DTYPE_F32) {
+        memcpy(h + (int64_t)i * H, cb->layer_out[l] + (row + i) * cb->top, (size_t)H * sizeof(float));
+        if (c) memcpy(c + (int64_t)i * H, cb->saved[l][0].extra + (row + i) * H, (size_t)H * sizeof(float));
+      } else { /* the 16-bit copies: the workspace holds only the top layer */
+        load16(cb, h + (int64_t)i * H, cb->out16[l] + (row + i) * cb->top, H);
+        if (c) load16(cb, c + (int64_t)i * H, cb->extra16[l][0] + (row + i) * H, H);
+      }
+    }
+  }
+}
+
+/* Points the layers at segment s's starting state and gradient carries. */
+static void link_segment(cpu_backend *cb, int s, int last_rows, int backward) {
+  const int64_t slot = (int64_t)s * cb->cap.max_pieces * cb->hidden;
+  for (int l = 0; l < cb->layers; l++) {
+    cb->link.h0[l] = s > 0 ? cb->boundary_h[l] + slot : NULL;
+    cb->link.c0[l] = s > 0 && cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+    cb->link.dh[l] = backward ? cb->carry_dh[l] : NULL;
+    cb->link.dc[l] = backward ? cb->carry_dc[l] : NULL;
+  }
+  cb->link.last_rows = backward ? last_rows : 0;
+}
+
+static int segment_end(const cpu_backend *cb, const rnnd_batch *b, int s) {
+  int t1 = (s + 1) * cb->segment;
+  return t1 < b->n_steps ? t1 : b->n_steps;
+}
+
+/* Checkpointed BPTT: a forward pass keeps only the state entering every
+ * segment; then each segment, last first, is recomputed from its state and
+ * back-propagated with the state gradient of the segment after it. The
+ * gradients are those of the whole batch (the same products, summed in
+ * another order); activations exist for one segment at a time. */
+static double train_segmented(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
+                              const rnnd_dropout *dr, float loss_weight) {
+  const int segments = (b->n_steps + cb->segment - 1) / cb->segment;
+  rnnd_batch view;
+  for (int s = 0; s + 1 < segments; s++) {
+    int t1 = segment_end(cb, b, s);
+    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
+    link_segment(cb, s, 0, 0);
+    forward_only(cb, params, &view, dr);
+    keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
+  }
+  double nll = 0.0;
+  for (int s = segments - 1; s >= 0; s--) {
+    int t1 = segment_end(cb, b, s);
+    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
+    link_segment(cb, s, t1 < b->n_steps ? b->batch_sizes[t1] : 0, 1);
+    nll += train_whole(cb, params, grads, &view, dr, loss_weight);
+  }
+  memset(&cb->link, 0, sizeof cb->link);
+  return nll;
+}
+
+/* Evaluation needs no backward: segments in order, state carried on. */
+static double eval_segmented(cpu_backend *cb, const float *params, const rnnd_batch *b) {
+  const int segments = (b->n_steps + cb->segment - 1) / cb->segment;
+  rnnd_batch view;
+  double nll = 0.0;
+  for (int s = 0; s < segments; s++) {
+    int t1 = segment_end(cb, b, s);
+    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
+    link_segment(cb, s, 0, 0);
+    nll += decoder_eval(cb, params, forward_only(cb, params, &view, NULL), &view);
+    if (s + 1 < segments) keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
+  }
+  memset(&cb->link, 0, sizeof cb->link);
+  return nll;
+}
+
+static double cpu_train_batch(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
+                              const rnnd_dropout *dr, float loss_weight) {
+  cpu_backend *cb = (cpu_backend *)be;
+  check_capacity(cb, b);
+  if (cb->segment && b->n_steps > cb->segment) {
+    /* the saved gates are then those of the first segment, recomputed last */
+    cb->last_train_tokens = b->step_offsets[cb->segment];
+    return train_segmented(cb, params, grads, b, dr, loss_weight);
+  }
+  cb->last_train_tokens = b->n_tokens;
+  return train_whole(cb, params, grads, b, dr, loss_weight);
+}
+
 static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
-  if (cb->storage != RNND_DTYPE_F32) return decoder_eval(cb, params, forward_layers16(cb, params, b, NULL), b);
-  const float *in[RNND_MAX_LAYERS + 1];
-  const float *y = forward_layers(cb, params, b, NULL, in);
-  return decoder_eval(cb, params, y, b);
+  if (cb->segment && b->n_steps > cb->segment) return eval_segmented(cb, params, b);
+  return decoder_eval(cb, params, forward_only(cb, params, b, NULL), b);
 }
 
 static size_t cpu_activation_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->activation_bytes; }
@@ -548,6 +676,13 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb->tail_p);
   free(cb->tail_dp);
   free(cb->tail_logits);
+  free(cb->segment_offsets);
+  for (int l = 0; l < cb->layers; l++) {
+    free(cb->boundary_h[l]);
+    free(cb->boundary_c[l]);
+    free(cb->carry_dh[l]);
+    free(cb->carry_dc[l]);
+  }
   free(cb);
 }
 
@@ -562,7 +697,7 @@ static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
 
 /* Every layer's activations in fp32 (the reference path). */
 static void allocate_fp32_activations(cpu_backend *cb) {
-  const int64_t T = cb->cap.max_tokens, GH = (int64_t)cb->gates * cb->hidden;
+  const int64_t T = cb->rows, GH = (int64_t)cb->gates * cb->hidden;
   cb->layer_in[0] = take(cb, T, cb->embed, 1);
   for (int l = 0; l < cb->layers; l++) {
     cb->layer_in[l + 1] = take(cb, T, cb->top, 1);
@@ -576,7 +711,7 @@ static void allocate_fp32_activations(cpu_backend *cb) {
 
 /* The same activations in 16 bits, plus one layer's fp32 workspace. */
 static void allocate_16bit_activations(cpu_backend *cb) {
-  const int64_t T = cb->cap.max_tokens, GH = (int64_t)cb->gates * cb->hidden;
+  const int64_t T = cb->rows, GH = (int64_t)cb->gates * cb->hidden;
   cb->in16[0] = take16(cb, T, cb->embed);
   for (int l = 0; l < cb->layers; l++) {
     cb->in16[l + 1] = take16(cb, T, cb->top);
@@ -612,8 +747,23 @@ static void allocate_adaptive(cpu_backend *cb) {
   cb->tail_logits = take(cb, rows, cb->widest_cluster, 0);
 }
 
+/* The states kept at segment starts count as activations: they are what
+ * grows with the sequence length (T/K of them) once segments are on. */
+static void allocate_segment_states(cpu_backend *cb) {
+  const int64_t segments = (cb->cap.max_steps + cb->segment - 1) / cb->segment, B = cb->cap.max_pieces;
+  const int lstm = cb->base.layout->shape.cell == RNND_CELL_LSTM;
+  cb->segment_offsets = RNND_ALLOC(int64_t, cb->segment + 1, "segment offsets");
+  for (int l = 0; l < cb->layers; l++) {
+    cb->boundary_h[l] = take(cb, segments * B, cb->hidden, 1);
+    cb->carry_dh[l] = take(cb, B, cb->hidden, 0);
+    if (!lstm) continue;
+    cb->boundary_c[l] = take(cb, segments * B, cb->hidden, 1);
+    cb->carry_dc[l] = take(cb, B, cb->hidden, 0);
+  }
+}
+
 static void allocate_buffers(cpu_backend *cb) {
-  const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
+  const int64_t T = cb->rows, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
   if (cb->storage == RNND_DTYPE_F32) allocate_fp32_activations(cb);
   else allocate_16bit_activations(cb);
   cpu_rnn_scratch *s = &cb->scratch;
@@ -635,6 +785,7 @@ static void allocate_buffers(cpu_backend *cb) {
   cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
   cb->bias_partials = take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
   if (cb->base.layout->shape.decoder == RNND_DECODER_ADAPTIVE) allocate_adaptive(cb);
+  if (cb->segment) allocate_segment_states(cb);
 }
 
 rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
@@ -651,6 +802,13 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
   cb->top = s->hidden * s->directions;
   cb->gates = layout->gates;
   cb->storage = cap->storage;
+  cb->rows = cap->max_tokens;
+  if (cap->bptt_segment > 0 && cap->bptt_segment < cap->max_steps) {
+    RNND_ASSERT(s->directions == 1); /* the config refuses segments for bidirectional models */
+    cb->segment = cap->bptt_segment;
+    int64_t segment_rows = (int64_t)cb->segment * cap->max_pieces;
+    if (segment_rows < cb->rows) cb->rows = segment_rows;
+  }
   cpu_set_threads(cap->threads);
   allocate_buffers(cb);
   return &cb->base;

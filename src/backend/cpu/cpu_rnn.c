@@ -47,17 +47,31 @@ static int team_size(int hidden) {
 #endif
 }
 
-/* Rows of step t that continue a state from this direction's previous step;
- * *prev_row0 is where that previous step starts. */
-static int rows_with_state(const cpu_rnn_dir *d, const rnnd_batch *b, int t, int64_t *prev_row0) {
-  if (!d->reverse) {
-    if (t == 0) return 0;
-    *prev_row0 = b->step_offsets[t - 1];
-    return b->batch_sizes[t];
+/* The state that step t continues: its first `rows` rows carry on from
+ * row i of h (stride ldh) and, for an LSTM, of c (stride H). That is the
+ * direction's previous step, or the given initial state at a forward
+ * direction's first step. */
+typedef struct {
+  int rows;
+  const float *h, *c;
+  int ldh;
+} prior_state;
+
+static prior_state state_before(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *out, int ldo,
+                                const float *extra) {
+  const int H = d->hidden;
+  prior_state p = {0, NULL, NULL, 0};
+  if (!d->reverse && t == 0) {
+    if (d->h0) p = (prior_state){b->batch_sizes[0], d->h0, d->c0, H};
+  } else if (d->reverse ? t != b->n_steps - 1 : 1) {
+    int prev = d->reverse ? t + 1 : t - 1;
+    int64_t prev0 = b->step_offsets[prev];
+    p.rows = b->batch_sizes[d->reverse ? t + 1 : t];
+    p.h = out ? out + prev0 * ldo : NULL;
+    p.c = extra ? extra + prev0 * H : NULL;
+    p.ldh = ldo;
   }
-  if (t == b->n_steps - 1) return 0;
-  *prev_row0 = b->step_offsets[t + 1];
-  return b->batch_sizes[t + 1];
+  return p;
 }
 
 /* Time step that a direction visits k-th in its forward order. */
@@ -87,14 +101,14 @@ static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, int wit
 static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, float *out, int ldo,
                              cpu_rnn_saved *sv, cpu_rnn_scratch *s, unit_slice u) {
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
-  int64_t row0 = b->step_offsets[t], prev0 = 0;
-  int with_state = rows_with_state(d, b, t, &prev0);
+  const int64_t row0 = b->step_offsets[t];
+  const prior_state p = state_before(d, b, t, out, ldo, NULL);
   float *gh = s->step_gates;
-  recurrent_product(d, 3, bs, with_state, out + prev0 * ldo, ldo, gh, G, 0, u);
+  recurrent_product(d, 3, bs, p.rows, p.h, p.ldh, gh, G, 0, u);
   for (int i = 0; i < bs; i++) {
     float *g = sv->gates + (row0 + i) * G, *hn_saved = sv->extra + (row0 + i) * H;
     float *h = out + (row0 + i) * ldo;
-    const float *hp = i < with_state ? out + (prev0 + i) * ldo : s->zeros, *ghi = gh + (int64_t)i * G;
+    const float *hp = i < p.rows ? p.h + (int64_t)i * p.ldh : s->zeros, *ghi = gh + (int64_t)i * G;
     for (int j = u.begin; j < u.end; j++) {
       float r = fast_sigmoidf(g[j] + ghi[j]);
       float z = fast_sigmoidf(g[H + j] + ghi[H + j]);
@@ -112,13 +126,13 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
 static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, float *out, int ldo,
                               cpu_rnn_saved *sv, const cpu_rnn_scratch *s, unit_slice u) {
   const int H = d->hidden, G = 4 * H, bs = b->batch_sizes[t];
-  int64_t row0 = b->step_offsets[t], prev0 = 0;
-  int with_state = rows_with_state(d, b, t, &prev0);
+  const int64_t row0 = b->step_offsets[t];
+  const prior_state p = state_before(d, b, t, out, ldo, sv->extra);
   float *gates = sv->gates + row0 * G;
-  recurrent_product(d, 4, bs, with_state, out + prev0 * ldo, ldo, gates, G, 1, u);
+  recurrent_product(d, 4, bs, p.rows, p.h, p.ldh, gates, G, 1, u);
   for (int i = 0; i < bs; i++) {
     float *g = gates + (int64_t)i * G, *c = sv->extra + (row0 + i) * H, *h = out + (row0 + i) * ldo;
-    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : s->zeros;
+    const float *cp = i < p.rows ? p.c + (int64_t)i * H : s->zeros;
     for (int j = u.begin; j < u.end; j++) {
       float ig = fast_sigmoidf(g[j]), fg = fast_sigmoidf(g[H + j]);
       float gg = fast_tanhf(g[2 * H + j]), og = fast_sigmoidf(g[3 * H + j]);
@@ -162,12 +176,13 @@ static void gru_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t,
                                const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s, int carried,
                                unit_slice u) {
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
-  int64_t row0 = b->step_offsets[t], prev0 = 0;
-  int with_state = rows_with_state(d, b, t, &prev0);
+  const int64_t row0 = b->step_offsets[t];
+  const prior_state p = state_before(d, b, t, out, ldo, NULL);
+  const int with_state = p.rows;
   float *dgi = s->d_gates_ih + row0 * G, *dgh = s->d_gates_hh + row0 * G;
   for (int i = 0; i < bs; i++) {
     const float *g = sv->gates + (row0 + i) * G, *hn = sv->extra + (row0 + i) * H;
-    const float *hp = i < with_state ? out + (prev0 + i) * ldo : s->zeros, *dh_out = dout + (row0 + i) * lddo;
+    const float *hp = i < with_state ? p.h + (int64_t)i * p.ldh : s->zeros, *dh_out = dout + (row0 + i) * lddo;
     float *carry = s->carry_h + (int64_t)i * H, *dgi_row = dgi + (int64_t)i * G, *dgh_row = dgh + (int64_t)i * G;
     const float *carry_in = i < carried ? carry : s->zeros;
     /* Rows without an earlier state write their (unused) carry to a sink. */
@@ -191,12 +206,13 @@ static void gru_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t,
 static void lstm_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *dout, int lddo,
                                 const cpu_rnn_saved *sv, cpu_rnn_scratch *s, int carried, unit_slice u) {
   const int H = d->hidden, G = 4 * H, bs = b->batch_sizes[t];
-  int64_t row0 = b->step_offsets[t], prev0 = 0;
-  int with_state = rows_with_state(d, b, t, &prev0);
+  const int64_t row0 = b->step_offsets[t];
+  const prior_state p = state_before(d, b, t, NULL, 0, sv->extra);
+  const int with_state = p.rows;
   float *dg = s->d_gates_ih + row0 * G;
   for (int i = 0; i < bs; i++) {
     const float *g = sv->gates + (row0 + i) * G, *c = sv->extra + (row0 + i) * H;
-    const float *cp = i < with_state ? sv->extra + (prev0 + i) * H : s->zeros, *dh_out = dout + (row0 + i) * lddo;
+    const float *cp = i < with_state ? p.c + (int64_t)i * H : s->zeros, *dh_out = dout + (row0 + i) * lddo;
     const float *carry_h = i < carried ? s->carry_h + (int64_t)i * H : s->zeros;
     const float *carry_c_in = i < carried ? s->carry_c + (int64_t)i * H : s->zeros;
     float *carry_c_out = i < with_state ? s->carry_c + (int64_t)i * H : s->sink + (int64_t)i * H;
@@ -222,23 +238,31 @@ static void backward_through_time(const cpu_rnn_dir *d, const rnnd_batch *b, con
                                   const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s) {
   const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H;
   const float *d_hh = lstm ? s->d_gates_ih : s->d_gates_hh;
+  /* a later segment's gradient enters as the carry into the last step */
+  const int last_rows = d->dh_last ? d->last_rows : 0;
+  if (last_rows) {
+    memcpy(s->carry_h, d->dh_last, (size_t)last_rows * H * sizeof(float));
+    if (lstm) memcpy(s->carry_c, d->dc_last, (size_t)last_rows * H * sizeof(float));
+  }
 #pragma omp parallel num_threads(team_size(H))
   {
     unit_slice u = my_units(H);
-    int carried = 0;
+    int carried = last_rows;
     for (int k = b->n_steps - 1; k >= 0; k--) {
       int t = step_at(d, b, k);
       if (lstm) lstm_backward_gates(d, b, t, dout, lddo, sv, s, carried, u);
       else gru_backward_gates(d, b, t, out, ldo, dout, lddo, sv, s, carried, u);
 #pragma omp barrier
-      int64_t prev0 = 0;
-      int with_state = rows_with_state(d, b, t, &prev0);
+      int with_state = state_before(d, b, t, NULL, 0, NULL).rows;
       if (with_state)
         gemm_nn(with_state, u.end - u.begin, G, d_hh + b->step_offsets[t] * G, G, d->w_hh + u.begin, H,
                 s->carry_h + u.begin, H, lstm ? 0.0f : 1.0f);
       carried = with_state;
     }
   }
+  /* after the first step the carries are the initial state's gradients */
+  if (d->h0 && d->dh0) memcpy(d->dh0, s->carry_h, (size_t)b->batch_sizes[0] * H * sizeof(float));
+  if (d->h0 && lstm && d->dc0) memcpy(d->dc0, s->carry_c, (size_t)b->batch_sizes[0] * H * sizeof(float));
 }
 
 /* Gathers every row's previous hidden state (zero where a piece starts) so
@@ -247,11 +271,11 @@ static void gather_previous_states(const cpu_rnn_dir *d, const rnnd_batch *b, co
                                    float *h_prev) {
   const int H = d->hidden;
   for (int t = 0; t < b->n_steps; t++) {
-    int64_t row0 = b->step_offsets[t], prev0 = 0;
-    int with_state = rows_with_state(d, b, t, &prev0);
-    for (int i = 0; i < with_state; i++)
-      memcpy(h_prev + (row0 + i) * H, out + (prev0 + i) * ldo, (size_t)H * sizeof *h_prev);
-    memset(h_prev + (row0 + with_state) * H, 0, (size_t)(b->batch_sizes[t] - with_state) * H * sizeof *h_prev);
+    const int64_t row0 = b->step_offsets[t];
+    const prior_state p = state_before(d, b, t, out, ldo, NULL);
+    for (int i = 0; i < p.rows; i++)
+      memcpy(h_prev + (row0 + i) * H, p.h + (int64_t)i * p.ldh, (size_t)H * sizeof *h_prev);
+    memset(h_prev + (row0 + p.rows) * H, 0, (size_t)(b->batch_sizes[t] - p.rows) * H * sizeof *h_prev);
   }
 }
 

@@ -17,6 +17,16 @@ typedef struct {
   int reverse;     /* 1: runs from each piece's end to its start */
   const float *w_ih, *w_hh, *b_ih, *b_hh;
   float *gw_ih, *gw_hh, *gb_ih, *gb_hh; /* gradients, accumulated */
+  /* Segmented backpropagation (forward direction only; all NULL/0 for a
+   * batch that starts and ends its pieces). h0/c0 [batch_sizes[0], H]: the
+   * state the pieces carry into the first step instead of zeros. dh_last/
+   * dc_last [last_rows, H]: dL/d(state after the last step) of the first
+   * last_rows pieces, which go on in a later segment. dh0/dc0 receive
+   * dL/dh0 and dL/dc0 (needs h0). */
+  const float *h0, *c0;
+  const float *dh_last, *dc_last;
+  int last_rows;
+  float *dh0, *dc0;
 } cpu_rnn_dir;
 
 /* Activations one direction keeps for its backward pass. */
