@@ -29,6 +29,7 @@ static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const decoder_names[] = {"softmax", "adaptive", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
+static const char *const data_mode_names[] = {"pieces", "stream", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL};           /* rnnd_dtype order */
 static const char *const wire_names[] = {"fp32", "fp16", "bf16", "auto", NULL};  /* + RNND_GRAD_DTYPE_AUTO */
@@ -53,6 +54,8 @@ static const config_key config_keys[] = {
     {"data", "max_len", KEY_INT, AT(data.max_len), "70", 1, 1 << 20, NULL, "longer sequences are cut into pieces of at most this many targets"},
     {"data", "buckets", KEY_STRING, AT(data.buckets), "auto", 0, 0, NULL, "length buckets: auto (length quantiles) or ascending upper bounds, e.g. 10,20,40,70"},
     {"data", "num_buckets", KEY_INT, AT(data.num_buckets), "8", 1, 1024, NULL, "bucket count when buckets = auto"},
+    {"data", "mode", KEY_ENUM, AT(data.mode), "pieces", 0, 0, data_mode_names, "pieces: every sequence from a zero state, cut at max_len, length buckets; stream: the corpus as global_batch (eval_batch) token streams in windows of data.bptt steps, state carried between windows (truncated BPTT)"},
+    {"data", "bptt", KEY_INT, AT(data.bptt), "70", 1, 1 << 20, NULL, "stream mode: steps per window (gradients stop at window starts)"},
 
     {"train", "device", KEY_ENUM, AT(train.device), "auto", 0, 0, device_names, "auto (CUDA if built and a GPU is visible), cpu or cuda"},
     {"train", "precision", KEY_ENUM, AT(train.precision), "fp32", 0, 0, dtype_names, "weights, activations and weight gradients in fp32, fp16 (dynamic loss scaling) or bf16; the optimizer always steps fp32 master weights"},
@@ -345,6 +348,11 @@ void config_finalize(rnnd_config *cfg) {
     rnnd_input_error("config: train.bptt_segment = %d needs a unidirectional model (model.bidirectional = false): "
                      "a reverse direction would need its own segments from the other end",
                      cfg->train.bptt_segment);
+  if (cfg->data.mode == RNND_DATA_STREAM && cfg->model.bidirectional)
+    rnnd_input_error("config: data.mode = stream needs a unidirectional model (model.bidirectional = false): a "
+                     "carried state only runs forward");
+  if (cfg->data.mode == RNND_DATA_STREAM && cfg->train.global_batch_tokens)
+    rnnd_input_error("config: data.mode = stream takes train.global_batch streams; set train.global_batch_tokens = 0");
   if (!cfg->output.dir[0]) rnnd_input_error("config: output.dir must not be empty");
   if (cfg->comm.grad_dtype == RNND_GRAD_DTYPE_AUTO) cfg->comm.grad_dtype = cfg->train.precision;
   if (cfg->amp.min_scale > cfg->amp.max_scale)

@@ -40,6 +40,11 @@ foreach(threads 1 2)
   set_tests_properties(bptt_segment_equals_full_t${threads} PROPERTIES LABELS "math")
 endforeach()
 
+add_executable(test_stream ${RNND_TEST_DIR}/core/test_stream.c)
+target_link_libraries(test_stream PRIVATE rnnd)
+add_test(NAME stream_plan_and_carry COMMAND test_stream)
+set_tests_properties(stream_plan_and_carry PROPERTIES LABELS "math;data")
+
 add_executable(test_dropout ${RNND_TEST_DIR}/core/test_dropout.c)
 target_link_libraries(test_dropout PRIVATE rnnd_test_fixture)
 add_test(NAME dropout_keyed_by_piece COMMAND test_dropout ${RNND_FIXTURES}/grad_gru_l3_uni_untied.h5)

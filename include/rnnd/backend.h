@@ -43,7 +43,18 @@ typedef struct {
    * on [-1, 1], counts added into counts[bins]. */
   void (*gate_histogram)(const rnnd_backend *be, int layer, int gate, int bins, int64_t *counts);
   void (*destroy)(rnnd_backend *be);
+  /* Streams (data.mode = stream); NULL where not supported. The next
+   * train_batch or eval_batch starts piece i from row i of state_in instead
+   * of zeros, and writes to row i of state_out the state after its last
+   * step, for the pieces that run to the batch's last step. A row is
+   * rnnd_state_width floats: per layer h then c (c unused by a GRU). The
+   * gradient stops at state_in (truncated backpropagation). One call covers
+   * one batch; unidirectional models only. */
+  void (*carry_state)(rnnd_backend *be, const float *state_in, float *state_out);
 } rnnd_backend_ops;
+
+/* Floats in one piece's carried state (see carry_state). */
+static inline int rnnd_state_width(const rnnd_model_shape *s) { return s->layers * 2 * s->hidden; }
 
 struct rnnd_backend {
   const rnnd_backend_ops *ops;

@@ -11,6 +11,9 @@
  *               the epoch's plan), seed, tokens_seen, best_valid_loss,
  *               world_size (informational: resuming at another is fine)
  *   /config     the fully resolved configuration (INI text), as attribute
+ *   /state/stream_state  data.mode = stream only: float32 [n_streams,
+ *               layers * 2 * hidden], every stream's carried state (per
+ *               layer h then c), the state the next window starts from
  * Every dataset carries HDF5's Fletcher32 checksum; root attributes format
  * = "rnn_dist-checkpoint", format_version (this reader: 1), max_len.
  *
@@ -47,6 +50,9 @@ typedef struct {
   const char *config_text;
   int max_len;
   double test_delay_s; /* test hook: pause this long with the .tmp written, before the rename */
+  const float *stream_state; /* stream mode: [n_streams, stream_width]; NULL: none */
+  int64_t n_streams;
+  int stream_width;
 } rnnd_checkpoint_view;
 
 /* Writes DIR/ckpt_stepNNNNNNNN.h5 atomically and updates DIR/latest;
@@ -58,6 +64,9 @@ void checkpoint_save(const char *dir, int keep, const rnnd_checkpoint_view *c);
  * tensors that differ are named) or a failing checksum is an input error. */
 void checkpoint_load(const char *path, const rnnd_layout *layout, float *params, rnnd_optimizer *optimizer,
                      rnnd_loss_scaler *scaler, rnnd_train_state *state);
+/* Stream mode: reads /state/stream_state into out[n_streams * width]; a
+ * checkpoint without it, or of another shape, is an input error. */
+void checkpoint_load_stream_state(const char *path, float *out, int64_t n_streams, int width);
 /* DIR/latest's checkpoint path into buf; 0 if there is none. */
 int checkpoint_latest(const char *dir, char *buf, size_t size);
 

@@ -21,6 +21,8 @@ typedef enum {
 /* The output layer: a full softmax over the vocabulary (nn.Linear), or the
  * exact adaptive softmax of Grave et al. 2017 (nn.AdaptiveLogSoftmaxWithLoss). */
 typedef enum { RNND_DECODER_SOFTMAX = 0, RNND_DECODER_ADAPTIVE = 1 } rnnd_decoder;
+/* pieces: sequences from zero states in length buckets; stream: stream.h */
+typedef enum { RNND_DATA_PIECES = 0, RNND_DATA_STREAM = 1 } rnnd_data_mode;
 typedef enum { RNND_DEVICE_AUTO = 0, RNND_DEVICE_CPU = 1, RNND_DEVICE_CUDA = 2 } rnnd_device;
 
 typedef struct {
@@ -44,6 +46,8 @@ typedef struct {
   int max_len;     /* longer sequences are cut into pieces of <= max_len targets */
   char *buckets;   /* "auto" or comma-separated upper bounds of length buckets */
   int num_buckets; /* bucket count for "auto" */
+  int mode;        /* rnnd_data_mode */
+  int bptt;        /* stream mode: steps per window */
 } rnnd_data_config;
 
 typedef struct {

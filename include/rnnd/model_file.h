@@ -33,6 +33,10 @@ void model_file_write_tensors(const char *path, hid_t group, const rnnd_layout *
 void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,
                              float *flat);
 void model_file_write_shape(const char *path, hid_t group, const rnnd_model_shape *s);
+/* One dataset of that kind (v->name in group; v->offset unused). */
+void model_file_write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data, int checksum);
+void model_file_read_view(const char *path, hid_t group, const char *group_name, const rnnd_param_view *v,
+                          float *data);
 void model_file_sync(const char *path);
 /* Lists (into buf) every parameter of `layout` that the group lacks or
  * holds in another shape; returns how many. */

@@ -22,6 +22,7 @@
 #include "rnnd/model.h"
 #include "rnnd/optim.h"
 #include "rnnd/sampler.h"
+#include "rnnd/stream_state.h"
 
 typedef struct {
   double nll_sum;
@@ -34,9 +35,16 @@ typedef struct {
 rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
                                   rnnd_batch *b, const rnnd_comm *comm);
 
+/* Mean NLL over every target token of ds as streams (data.mode = stream):
+ * each rank runs its slice of streams through every window, carrying the
+ * state; share has room for the slice. */
+rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rnnd_dataset *ds,
+                                 rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share, const rnnd_comm *comm);
+
 typedef struct {
   rnnd_dataset data;
   rnnd_sampler sampler;
+  rnnd_stream_state stream; /* data.mode = stream */
   int present;
 } rnnd_eval_set;
 
@@ -45,6 +53,8 @@ typedef struct {
   const rnnd_comm *comm;    /* borrowed */
   rnnd_dataset train;
   rnnd_sampler train_sampler;
+  int stream_mode;           /* data.mode = stream: windows of streams, state carried */
+  rnnd_stream_state stream;  /* stream mode: this rank's training streams */
   rnnd_eval_set valid, test;
   rnnd_layout layout;
   float *params, *grads;     /* fp32 master weights (the optimizer's) and gradients */

@@ -44,7 +44,14 @@ static void write_optimizer(const char *path, hid_t file, const rnnd_layout *lay
   H5Gclose(g);
 }
 
-static void write_amp_and_state(const char *path, hid_t file, const rnnd_loss_scaler *s, const rnnd_train_state *st) {
+static rnnd_param_view stream_state_view(int64_t n_streams, int width) {
+  rnnd_param_view v = {.name = "stream_state", .ndim = 2, .rows = n_streams, .cols = width};
+  v.numel = (size_t)(n_streams * width);
+  return v;
+}
+
+static void write_amp_and_state(const char *path, hid_t file, const rnnd_loss_scaler *s, const rnnd_train_state *st,
+                                const rnnd_checkpoint_view *c) {
   hid_t amp = create_group(path, file, "amp");
   h5_write_double_attr(path, amp, "scale", s->scale);
   h5_write_int_attr(path, amp, "growth_tracker", s->growth_tracker);
@@ -58,6 +65,10 @@ static void write_amp_and_state(const char *path, hid_t file, const rnnd_loss_sc
   h5_write_int_attr(path, g, "seed", (int64_t)st->seed);
   h5_write_double_attr(path, g, "best_valid_loss", st->best_valid_loss);
   h5_write_int_attr(path, g, "world_size", st->world_size);
+  if (c->stream_state) {
+    rnnd_param_view v = stream_state_view(c->n_streams, c->stream_width);
+    model_file_write_view(path, g, &v, c->stream_state, 1);
+  }
   H5Gclose(g);
 }
 
@@ -73,7 +84,7 @@ static void write_contents(const char *tmp, const rnnd_checkpoint_view *c) {
   model_file_write_tensors(tmp, model, c->layout, c->params, 1);
   H5Gclose(model);
   write_optimizer(tmp, file, c->layout, c->optimizer);
-  write_amp_and_state(tmp, file, c->scaler, c->state);
+  write_amp_and_state(tmp, file, c->scaler, c->state, c);
   if (H5Fclose(file) < 0) {
     unlink(tmp);
     rnnd_input_error("%s: cannot write checkpoint (disk full?)", tmp);
@@ -234,6 +245,19 @@ void checkpoint_load(const char *path, const rnnd_layout *layout, float *params,
   file = h5_open_read(path);
   read_optimizer(path, file, layout, optimizer);
   read_amp_and_state(path, file, scaler, state);
+  H5Fclose(file);
+  rnnd_reading_end();
+}
+
+void checkpoint_load_stream_state(const char *path, float *out, int64_t n_streams, int width) {
+  rnnd_reading_begin(path);
+  hid_t file = h5_open_read(path);
+  hid_t g = open_group(path, file, "state");
+  if (H5Lexists(g, "stream_state", H5P_DEFAULT) <= 0)
+    rnnd_input_error("%s: no /state/stream_state: the checkpoint is not of a data.mode = stream run", path);
+  rnnd_param_view v = stream_state_view(n_streams, width);
+  model_file_read_view(path, g, "/state", &v, out);
+  H5Gclose(g);
   H5Fclose(file);
   rnnd_reading_end();
 }

@@ -14,7 +14,7 @@
 
 /* checksum: one chunk of at most 16 Mi values a dataset, with HDF5's
  * Fletcher32 filter, so a flipped byte fails the read. */
-static void write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data, int checksum) {
+void model_file_write_view(const char *path, hid_t group, const rnnd_param_view *v, const float *data, int checksum) {
   hsize_t dims[2] = {(hsize_t)v->rows, (hsize_t)v->cols};
   hid_t space = H5Screate_simple(v->ndim, dims, NULL);
   hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
@@ -35,7 +35,7 @@ static void write_view(const char *path, hid_t group, const rnnd_param_view *v, 
 void model_file_write_tensors(const char *path, hid_t group, const rnnd_layout *layout, const float *flat,
                               int checksum) {
   for (int i = 0; i < layout->n_views; i++)
-    write_view(path, group, &layout->views[i], flat + layout->views[i].offset, checksum);
+    model_file_write_view(path, group, &layout->views[i], flat + layout->views[i].offset, checksum);
 }
 
 static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_shape *s) {
@@ -221,8 +221,8 @@ int model_file_list_mismatches(hid_t group, const rnnd_layout *layout, char *buf
   return n;
 }
 
-static void read_view(const char *path, hid_t group, const char *group_name, const rnnd_param_view *v,
-                      float *data) {
+void model_file_read_view(const char *path, hid_t group, const char *group_name, const rnnd_param_view *v,
+                          float *data) {
   if (H5Lexists(group, v->name, H5P_DEFAULT) <= 0)
     rnnd_input_error("%s: missing dataset %s/%s", path, group_name, v->name);
   hid_t set = h5_check(H5Dopen2(group, v->name, H5P_DEFAULT), path, "cannot open model dataset");
@@ -257,7 +257,7 @@ void model_file_load_params(const char *path, const rnnd_layout *layout, float *
 void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,
                              float *flat) {
   for (int i = 0; i < layout->n_views; i++)
-    if (!layout->views[i].alias) read_view(path, group, group_name, &layout->views[i], flat + layout->views[i].offset);
+    if (!layout->views[i].alias) model_file_read_view(path, group, group_name, &layout->views[i], flat + layout->views[i].offset);
 }
 
 void model_file_write_shape(const char *path, hid_t group, const rnnd_model_shape *s) {

@@ -1,4 +1,4 @@
-/* evaluate.c — exact mean NLL over a data set (trainer.h). */
+/* evaluate.c — exact mean NLL over a data set, as pieces or as streams (trainer.h). */
 #include "rnnd/trainer.h"
 
 rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
@@ -12,6 +12,24 @@ rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const r
     batch_fill(b, ds, pieces, count);
     sums[0] += be->ops->eval_batch(be, params, b);
     sums[1] += (double)b->n_tokens;
+  }
+  comm_allreduce_sum_f64(comm, sums, 2);
+  return (rnnd_eval_result){sums[0], (int64_t)sums[1]};
+}
+
+rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rnnd_dataset *ds,
+                                 rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share, const rnnd_comm *comm) {
+  double sums[2] = {0.0, 0.0};
+  stream_state_rewind(s);
+  for (int64_t w = 0; w < s->plan.n_windows; w++) {
+    int64_t window_tokens;
+    int count = stream_state_next(s, be, share, &window_tokens);
+    if (count) {
+      batch_fill(b, ds, share, count);
+      sums[0] += be->ops->eval_batch(be, params, b);
+      sums[1] += (double)b->n_tokens;
+    }
+    stream_state_window_done(s);
   }
   comm_allreduce_sum_f64(comm, sums, 2);
   return (rnnd_eval_result){sums[0], (int64_t)sums[1]};

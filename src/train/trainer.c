@@ -80,6 +80,9 @@ static void format_duration(char *buf, size_t size, double seconds) {
 
 /* --- set-up ------------------------------------------------------------- */
 
+/* Floats of one stream's carried state (rnnd_state_width, from the config). */
+static int stream_width(const rnnd_config *cfg) { return cfg->model.layers * 2 * cfg->model.hidden; }
+
 static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path, const char *role) {
   if (!path[0]) return;
   dataset_load(&set->data, path, 0);
@@ -90,7 +93,18 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
                      t->train.eos_id);
   rnnd_sampler_options options = sampler_eval_options(t->cfg->data.max_len, t->cfg->train.eval_batch);
   sampler_init(&set->sampler, &set->data, &options);
+  if (t->stream_mode)
+    stream_state_init(&set->stream, set->data.n_tokens, t->cfg->train.eval_batch, t->cfg->data.bptt,
+                      stream_width(t->cfg), t->comm, path);
   set->present = 1;
+}
+
+/* Stream mode: room for any window of this rank's streams. */
+static void grow_stream_capacity(rnnd_backend_capacity *cap, const rnnd_stream_state *s) {
+  int pieces = (int)s->plan.count, steps = s->plan.bptt;
+  if (pieces > cap->max_pieces) cap->max_pieces = pieces;
+  if (steps > cap->max_steps) cap->max_steps = steps;
+  if ((int64_t)pieces * steps > cap->max_tokens) cap->max_tokens = (int64_t)pieces * steps;
 }
 
 /* Room for one rank's share of any batch of s dealt over `world` ranks: the
@@ -136,15 +150,44 @@ static void create_backend(rnnd_trainer *t) {
   if (t->use_cuda && cap.bptt_segment > 0)
     rnnd_input_error("config: train.bptt_segment is not available on the CUDA backend yet (set train.device = cpu, "
                      "or 0 for whole-sequence backpropagation)");
-  grow_capacity(&cap, &t->train_sampler, t->comm->size);
-  /* evaluation hands whole batches to ranks in turn */
-  if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
-  if (t->test.present) grow_capacity(&cap, &t->test.sampler, 1);
+  if (t->stream_mode) {
+    if (t->use_cuda)
+      rnnd_input_error("config: data.mode = stream is not available on the CUDA backend yet (set train.device = cpu)");
+    grow_stream_capacity(&cap, &t->stream);
+    if (t->valid.present) grow_stream_capacity(&cap, &t->valid.stream);
+    if (t->test.present) grow_stream_capacity(&cap, &t->test.stream);
+  } else {
+    grow_capacity(&cap, &t->train_sampler, t->comm->size);
+    /* evaluation hands whole batches to ranks in turn */
+    if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
+    if (t->test.present) grow_capacity(&cap, &t->test.sampler, 1);
+  }
 #ifdef RNND_HAVE_CUDA
   if (t->use_cuda) t->backend = cuda_backend_create(&t->layout, &cap);
 #endif
   if (!t->backend) t->backend = cpu_backend_create(&t->layout, &cap);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
+}
+
+static void resume_plan(rnnd_trainer *t, const char *path, const rnnd_train_state *st) {
+  sampler_start_epoch(&t->train_sampler, st->epoch);
+  if (st->next_batch > t->train_sampler.n_batches)
+    rnnd_input_error("%s: /state next_batch = %lld but an epoch has %lld batches (another data set or batch size?)",
+                     path, (long long)st->next_batch, (long long)t->train_sampler.n_batches);
+  t->train_sampler.next_batch = st->next_batch;
+}
+
+/* Stream mode: the window to run next and every stream's carried state. */
+static void resume_streams(rnnd_trainer *t, const char *path, int64_t next_window) {
+  rnnd_stream_state *s = &t->stream;
+  if (next_window >= s->plan.n_windows)
+    rnnd_input_error("%s: /state next_batch = %lld but an epoch has %lld windows (another data set, "
+                     "train.global_batch or data.bptt?)", path, (long long)next_window, (long long)s->plan.n_windows);
+  float *all = RNND_ALLOC(float, s->plan.n_streams * s->width, "stream state");
+  checkpoint_load_stream_state(path, all, s->plan.n_streams, s->width);
+  stream_state_scatter(s, all);
+  free(all);
+  s->next_window = next_window;
 }
 
 /* Restores a checkpoint's weights, optimizer, scaler, plan position and counters. */
@@ -154,11 +197,8 @@ static void resume_from(rnnd_trainer *t, const char *path) {
   if (st.seed != (uint64_t)t->cfg->train.seed)
     rnnd_input_error("%s: checkpoint was trained with train.seed = %llu but the config says %ld (the batch plan "
                      "and dropout depend on it)", path, (unsigned long long)st.seed, t->cfg->train.seed);
-  sampler_start_epoch(&t->train_sampler, st.epoch);
-  if (st.next_batch > t->train_sampler.n_batches)
-    rnnd_input_error("%s: /state next_batch = %lld but an epoch has %lld batches (another data set or batch size?)",
-                     path, (long long)st.next_batch, (long long)t->train_sampler.n_batches);
-  t->train_sampler.next_batch = st.next_batch;
+  if (t->stream_mode) resume_streams(t, path, st.next_batch);
+  else resume_plan(t, path, &st);
   t->step = st.step;
   t->epoch = st.epoch;
   t->tokens_seen = st.tokens_seen;
@@ -188,6 +228,10 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   choose_device(t);
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
+  t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
+  if (t->stream_mode)
+    stream_state_init(&t->stream, t->train.n_tokens, cfg->train.global_batch, cfg->data.bptt, stream_width(cfg), comm,
+                      cfg->data.train);
   load_eval_set(t, &t->valid, cfg->data.valid, "validation");
   load_eval_set(t, &t->test, cfg->data.test, "test");
   rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,
@@ -229,14 +273,15 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   }
 #endif
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
-  t->share = RNND_ALLOC(rnnd_piece, t->train_sampler.largest_batch_pieces, "rank share");
+  t->share = RNND_ALLOC(rnnd_piece, t->batch.max_pieces, "rank share");
   grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
   t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
   t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
   t->fault_signal_step = fault_step("RNND_FAULT_SIGNAL", comm->rank);
   t->fault_exit_step = fault_step("RNND_FAULT_EXIT", comm->rank);
   t->fault_hang_step = fault_step("RNND_FAULT_HANG", comm->rank);
-  t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * t->train_sampler.n_batches;
+  int64_t batches_per_epoch = t->stream_mode ? t->stream.plan.n_windows : t->train_sampler.n_batches;
+  t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * batches_per_epoch;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
   const char *startup_hook = getenv("RNND_FAULT_SIGNAL_STARTUP"); /* test hook: RANK */
   if (startup_hook && atoi(startup_hook) == comm->rank) raise(SIGTERM);
@@ -261,11 +306,13 @@ void trainer_free(rnnd_trainer *t) {
   free(t->params16);
   free(t->grads);
   sampler_free(&t->train_sampler);
+  if (t->stream_mode) stream_state_free(&t->stream);
   dataset_free(&t->train);
   rnnd_eval_set *sets[2] = {&t->valid, &t->test};
   for (int i = 0; i < 2; i++)
     if (sets[i]->present) {
       sampler_free(&sets[i]->sampler);
+      if (t->stream_mode) stream_state_free(&sets[i]->stream);
       dataset_free(&sets[i]->data);
     }
   memset(t, 0, sizeof *t);
@@ -332,14 +379,26 @@ static void fault_before_reduce(const rnnd_trainer *t) {
 }
 
 /* Deals the next global batch, runs this rank's share and all-reduces. */
-static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
+/* This rank's share of the next global batch into t->share; returns its
+ * size and the global batch's target count in st. */
+static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
+  if (t->stream_mode) {
+    st->imbalance = stream_state_imbalance(&t->stream, t->stream.next_window, t->comm->size);
+    return stream_state_next(&t->stream, t->backend, t->share, &st->tokens);
+  }
   const rnnd_piece *pieces;
   int count = next_global_batch(t, &pieces);
   int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
   st->imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
+  return share;
+}
+
+static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
+  int share = next_share(t, st);
   double start = rnnd_now();
   double local_nll = compute_share(t, share, st->tokens, st->loss_scale);
+  if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
   st->underflow = gradients_to_half(t);
   if (t->step == t->fault_nan_step) t->grads[t->layout.numel - 1] = NAN;
   double computed = rnnd_now();
@@ -587,7 +646,10 @@ static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *s
 
 static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
   double start = rnnd_now();
-  rnnd_eval_result r = evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
+  rnnd_eval_result r =
+      t->stream_mode
+          ? evaluate_stream(t->backend, t->compute_params, &set->data, &set->stream, &t->batch, t->share, t->comm)
+          : evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens;
   if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
   rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens};
@@ -609,10 +671,15 @@ static void print_header(rnnd_trainer *t) {
               model_cell_name(s->cell), s->layers, s->layers > 1 ? "s" : "", s->embed, s->hidden,
               s->directions == 2 ? ", bidirectional" : "", s->tie_weights ? ", tied" : "", s->vocab_size,
               t->layout.numel);
-  trainer_log(t, "rnn_dist: train %s: %lld sequences, %lld tokens, %lld pieces (max_len %d) in %lld batches of <= %d\n",
-              t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
-              (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
-              t->cfg->train.global_batch);
+  if (t->stream_mode)
+    trainer_log(t, "rnn_dist: train %s: %lld tokens as %lld streams of %lld, %lld windows of <= %d steps an epoch "
+                "(state carried)\n", t->train.path, (long long)t->train.n_tokens, (long long)t->stream.plan.n_streams,
+                (long long)t->stream.plan.base_length, (long long)t->stream.plan.n_windows, t->cfg->data.bptt);
+  else
+    trainer_log(t, "rnn_dist: train %s: %lld sequences, %lld tokens, %lld pieces (max_len %d) in %lld batches of <= %d\n",
+                t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
+                (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
+                t->cfg->train.global_batch);
   if (t->use_cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device_name);
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
               core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
@@ -639,21 +706,37 @@ static stop_reason should_stop(const rnnd_trainer *t) {
 
 static void save_checkpoint(rnnd_trainer *t) {
   sync_host(t);
-  if (t->comm->rank != 0) return;
+  float *streams = NULL; /* stream mode: every stream's carried state, assembled on all ranks */
+  if (t->stream_mode) {
+    streams = RNND_ALLOC(float, t->stream.plan.n_streams * t->stream.width, "stream state");
+    stream_state_gather(&t->stream, t->comm, streams);
+  }
+  if (t->comm->rank != 0) {
+    free(streams);
+    return;
+  }
   char *config_text = NULL;
   size_t config_size = 0;
   FILE *memory = open_memstream(&config_text, &config_size);
   if (!memory) RNND_FAIL("open_memstream failed");
   config_write(t->cfg, memory);
   fclose(memory);
-  rnnd_train_state state = {.step = t->step, .epoch = t->epoch, .next_batch = t->train_sampler.next_batch,
+  int64_t next_batch = t->stream_mode ? t->stream.next_window : t->train_sampler.next_batch;
+  rnnd_train_state state = {.step = t->step, .epoch = t->epoch, .next_batch = next_batch,
                             .tokens_seen = t->tokens_seen, .seed = (uint64_t)t->cfg->train.seed,
                             .best_valid_loss = t->best_valid_loss, .world_size = t->comm->size};
   const char *delay = getenv("RNND_FAULT_CHECKPOINT_DELAY"); /* test hook: seconds */
-  rnnd_checkpoint_view view = {&t->layout, t->params,          &t->optimizer,        &t->scaler,
-                               &state,     config_text,        t->cfg->data.max_len, delay ? atof(delay) : 0.0};
+  rnnd_checkpoint_view view = {.layout = &t->layout, .params = t->params, .optimizer = &t->optimizer,
+                               .scaler = &t->scaler, .state = &state, .config_text = config_text,
+                               .max_len = t->cfg->data.max_len, .test_delay_s = delay ? atof(delay) : 0.0};
+  if (streams) {
+    view.stream_state = streams;
+    view.n_streams = t->stream.plan.n_streams;
+    view.stream_width = t->stream.width;
+  }
   checkpoint_save(t->cfg->output.dir, t->cfg->output.keep, &view);
   free(config_text);
+  free(streams);
   trainer_log(t, "checkpoint step %lld | %s/ckpt_step%08lld.h5\n", (long long)t->step, t->cfg->output.dir,
               (long long)t->step);
 }

@@ -33,6 +33,7 @@
  * dL/d(initial state) to the earlier one. */
 typedef struct {
   const float *h0[RNND_MAX_LAYERS], *c0[RNND_MAX_LAYERS];
+  int ld0;       /* row stride of h0 and c0 (0: hidden) */
   float *dh[RNND_MAX_LAYERS], *dc[RNND_MAX_LAYERS];
   int last_rows; /* pieces that go on after this segment's last step */
 } segment_link;
@@ -73,6 +74,9 @@ typedef struct {
   float *carry_dh[RNND_MAX_LAYERS];         /* [max_pieces, hidden]: dL/d(state) into the previous segment */
   float *carry_dc[RNND_MAX_LAYERS];
   segment_link link;                        /* what the layers of the current segment connect to */
+  /* carry_state for the next batch (borrowed; NULL: zero state) */
+  const float *stream_in;
+  float *stream_out;
 } cpu_backend;
 
 static float *take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
@@ -123,6 +127,7 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
   if (dir == 0 && k->h0[layer]) {
     d->h0 = k->h0[layer];
     d->c0 = k->c0[layer];
+    d->ld0 = k->ld0;
     d->dh0 = k->dh[layer];
     d->dc0 = k->dc[layer];
   }
@@ -515,34 +520,67 @@ static const float *forward_only(cpu_backend *cb, const float *params, const rnn
 
 /* --- segmented backpropagation through time ----------------------------- */
 
-/* Copies each layer's state after the view's last step, for the `rows`
- * pieces that go on, into the boundary slot of segment `next`. */
-static void keep_segment_end(cpu_backend *cb, const rnnd_batch *view, int rows, int next) {
-  const int H = cb->hidden;
-  const int64_t row = view->step_offsets[view->n_steps - 1], slot = (int64_t)next * cb->cap.max_pieces * H;
-  for (int l = 0; l < cb->layers; l++) {
-    float *h = cb->boundary_h[l] + slot, *c = cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+/* Copies each layer's state after the view's last step, for its first
+ * `rows` pieces: layer l's h to row i of h_dst[l] and its c (LSTM) to row i
+ * of c_dst[l], rows `ld` floats apart. */
+static void copy_final_state(cpu_backend *cb, const rnnd_batch *view, int rows, float *const *h_dst,
+                             float *const *c_dst, int ld) {
+  const int H = cb->hidden, lstm = cb->base.layout->shape.cell == RNND_CELL_LSTM;
+  const int64_t row = view->step_offsets[view->n_steps - 1];
+  for (int l = 0; l < cb->layers; l++)
     for (int i = 0; i < rows; i++) {
+      float *h = h_dst[l] + (int64_t)i * ld, *c = lstm ? c_dst[l] + (int64_t)i * ld : NULL;
       if (cb->storage == RNND_DTYPE_F32) {
-        memcpy(h + (int64_t)i * H, cb->layer_out[l] + (row + i) * cb->top, (size_t)H * sizeof(float));
-        if (c) memcpy(c + (int64_t)i * H, cb->saved[l][0].extra + (row + i) * H, (size_t)H * sizeof(float));
+        memcpy(h, cb->layer_out[l] + (row + i) * cb->top, (size_t)H * sizeof(float));
+        if (c) memcpy(c, cb->saved[l][0].extra + (row + i) * H, (size_t)H * sizeof(float));
       } else { /* the 16-bit copies: the workspace holds only the top layer */
-        load16(cb, h + (int64_t)i * H, cb->out16[l] + (row + i) * cb->top, H);
-        if (c) load16(cb, c + (int64_t)i * H, cb->extra16[l][0] + (row + i) * H, H);
+        load16(cb, h, cb->out16[l] + (row + i) * cb->top, H);
+        if (c) load16(cb, c, cb->extra16[l][0] + (row + i) * H, H);
       }
     }
-  }
 }
 
-/* Points the layers at segment s's starting state and gradient carries. */
+/* The state after the view's last step into boundary slot `next`. */
+static void keep_segment_end(cpu_backend *cb, const rnnd_batch *view, int rows, int next) {
+  const int64_t slot = (int64_t)next * cb->cap.max_pieces * cb->hidden;
+  float *h[RNND_MAX_LAYERS], *c[RNND_MAX_LAYERS];
+  for (int l = 0; l < cb->layers; l++) {
+    h[l] = cb->boundary_h[l] + slot;
+    c[l] = cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+  }
+  copy_final_state(cb, view, rows, h, c, cb->hidden);
+}
+
+/* The state after the batch's last step into carry_state's state_out. */
+static void keep_stream_end(cpu_backend *cb, const rnnd_batch *view) {
+  if (!cb->stream_out) return;
+  const int H = cb->hidden, width = rnnd_state_width(&cb->base.layout->shape);
+  float *h[RNND_MAX_LAYERS], *c[RNND_MAX_LAYERS];
+  for (int l = 0; l < cb->layers; l++) {
+    h[l] = cb->stream_out + 2 * l * H;
+    c[l] = cb->stream_out + (2 * l + 1) * H;
+  }
+  copy_final_state(cb, view, view->batch_sizes[view->n_steps - 1], h, c, width);
+}
+
+/* Points the layers at segment s's starting state and gradient carries:
+ * the kept boundary state, or for the first segment the carried stream
+ * state (or zeros). */
 static void link_segment(cpu_backend *cb, int s, int last_rows, int backward) {
   const int64_t slot = (int64_t)s * cb->cap.max_pieces * cb->hidden;
+  const int H = cb->hidden;
   for (int l = 0; l < cb->layers; l++) {
-    cb->link.h0[l] = s > 0 ? cb->boundary_h[l] + slot : NULL;
-    cb->link.c0[l] = s > 0 && cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+    if (s > 0) {
+      cb->link.h0[l] = cb->boundary_h[l] + slot;
+      cb->link.c0[l] = cb->boundary_c[l] ? cb->boundary_c[l] + slot : NULL;
+    } else {
+      cb->link.h0[l] = cb->stream_in ? cb->stream_in + 2 * l * H : NULL;
+      cb->link.c0[l] = cb->stream_in ? cb->stream_in + (2 * l + 1) * H : NULL;
+    }
     cb->link.dh[l] = backward ? cb->carry_dh[l] : NULL;
     cb->link.dc[l] = backward ? cb->carry_dc[l] : NULL;
   }
+  cb->link.ld0 = s > 0 || !cb->stream_in ? 0 : rnnd_state_width(&cb->base.layout->shape);
   cb->link.last_rows = backward ? last_rows : 0;
 }
 
@@ -573,8 +611,8 @@ static double train_segmented(cpu_backend *cb, const float *params, float *grads
     batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
     link_segment(cb, s, t1 < b->n_steps ? b->batch_sizes[t1] : 0, 1);
     nll += train_whole(cb, params, grads, &view, dr, loss_weight);
+    if (s == segments - 1) keep_stream_end(cb, &view);
   }
-  memset(&cb->link, 0, sizeof cb->link);
   return nll;
 }
 
@@ -589,29 +627,59 @@ static double eval_segmented(cpu_backend *cb, const float *params, const rnnd_ba
     link_segment(cb, s, 0, 0);
     nll += decoder_eval(cb, params, forward_only(cb, params, &view, NULL), &view);
     if (s + 1 < segments) keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
+    else keep_stream_end(cb, &view);
   }
-  memset(&cb->link, 0, sizeof cb->link);
   return nll;
+}
+
+/* A batch run whole (no segments): starts from the carried stream state
+ * if there is one, and keeps its end state. */
+static double run_whole(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
+                        const rnnd_dropout *dr, float loss_weight) {
+  link_segment(cb, 0, 0, 0);
+  double nll = grads ? train_whole(cb, params, grads, b, dr, loss_weight)
+                     : decoder_eval(cb, params, forward_only(cb, params, b, NULL), b);
+  keep_stream_end(cb, b);
+  return nll;
+}
+
+static void end_batch(cpu_backend *cb) {
+  memset(&cb->link, 0, sizeof cb->link);
+  cb->stream_in = NULL;
+  cb->stream_out = NULL;
 }
 
 static double cpu_train_batch(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
                               const rnnd_dropout *dr, float loss_weight) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  double nll;
   if (cb->segment && b->n_steps > cb->segment) {
     /* the saved gates are then those of the first segment, recomputed last */
     cb->last_train_tokens = b->step_offsets[cb->segment];
-    return train_segmented(cb, params, grads, b, dr, loss_weight);
+    nll = train_segmented(cb, params, grads, b, dr, loss_weight);
+  } else {
+    cb->last_train_tokens = b->n_tokens;
+    nll = run_whole(cb, params, grads, b, dr, loss_weight);
   }
-  cb->last_train_tokens = b->n_tokens;
-  return train_whole(cb, params, grads, b, dr, loss_weight);
+  end_batch(cb);
+  return nll;
 }
 
 static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
-  if (cb->segment && b->n_steps > cb->segment) return eval_segmented(cb, params, b);
-  return decoder_eval(cb, params, forward_only(cb, params, b, NULL), b);
+  double nll = cb->segment && b->n_steps > cb->segment ? eval_segmented(cb, params, b)
+                                                       : run_whole(cb, params, NULL, b, NULL, 0.0f);
+  end_batch(cb);
+  return nll;
+}
+
+static void cpu_carry_state(rnnd_backend *be, const float *state_in, float *state_out) {
+  cpu_backend *cb = (cpu_backend *)be;
+  RNND_ASSERT(cb->directions == 1);
+  cb->stream_in = state_in;
+  cb->stream_out = state_out;
 }
 
 static size_t cpu_activation_bytes(const rnnd_backend *be) { return ((const cpu_backend *)be)->activation_bytes; }
@@ -687,7 +755,7 @@ static void cpu_destroy(rnnd_backend *be) {
 }
 
 static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,   cpu_activation_bytes,
-                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy};
+                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy, cpu_carry_state};
 
 static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);

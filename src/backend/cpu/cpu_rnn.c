@@ -54,15 +54,16 @@ static int team_size(int hidden) {
 typedef struct {
   int rows;
   const float *h, *c;
-  int ldh;
+  int ldh, ldc;
 } prior_state;
 
 static prior_state state_before(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *out, int ldo,
                                 const float *extra) {
   const int H = d->hidden;
-  prior_state p = {0, NULL, NULL, 0};
+  prior_state p = {0, NULL, NULL, 0, 0};
   if (!d->reverse && t == 0) {
-    if (d->h0) p = (prior_state){b->batch_sizes[0], d->h0, d->c0, H};
+    int ld0 = d->ld0 ? d->ld0 : H;
+    if (d->h0) p = (prior_state){b->batch_sizes[0], d->h0, d->c0, ld0, ld0};
   } else if (d->reverse ? t != b->n_steps - 1 : 1) {
     int prev = d->reverse ? t + 1 : t - 1;
     int64_t prev0 = b->step_offsets[prev];
@@ -70,6 +71,7 @@ static prior_state state_before(const cpu_rnn_dir *d, const rnnd_batch *b, int t
     p.h = out ? out + prev0 * ldo : NULL;
     p.c = extra ? extra + prev0 * H : NULL;
     p.ldh = ldo;
+    p.ldc = H;
   }
   return p;
 }
@@ -132,7 +134,7 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   recurrent_product(d, 4, bs, p.rows, p.h, p.ldh, gates, G, 1, u);
   for (int i = 0; i < bs; i++) {
     float *g = gates + (int64_t)i * G, *c = sv->extra + (row0 + i) * H, *h = out + (row0 + i) * ldo;
-    const float *cp = i < p.rows ? p.c + (int64_t)i * H : s->zeros;
+    const float *cp = i < p.rows ? p.c + (int64_t)i * p.ldc : s->zeros;
     for (int j = u.begin; j < u.end; j++) {
       float ig = fast_sigmoidf(g[j]), fg = fast_sigmoidf(g[H + j]);
       float gg = fast_tanhf(g[2 * H + j]), og = fast_sigmoidf(g[3 * H + j]);
@@ -212,7 +214,7 @@ static void lstm_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t
   float *dg = s->d_gates_ih + row0 * G;
   for (int i = 0; i < bs; i++) {
     const float *g = sv->gates + (row0 + i) * G, *c = sv->extra + (row0 + i) * H;
-    const float *cp = i < with_state ? p.c + (int64_t)i * H : s->zeros, *dh_out = dout + (row0 + i) * lddo;
+    const float *cp = i < with_state ? p.c + (int64_t)i * p.ldc : s->zeros, *dh_out = dout + (row0 + i) * lddo;
     const float *carry_h = i < carried ? s->carry_h + (int64_t)i * H : s->zeros;
     const float *carry_c_in = i < carried ? s->carry_c + (int64_t)i * H : s->zeros;
     float *carry_c_out = i < with_state ? s->carry_c + (int64_t)i * H : s->sink + (int64_t)i * H;

@@ -22,8 +22,9 @@ typedef struct {
    * state the pieces carry into the first step instead of zeros. dh_last/
    * dc_last [last_rows, H]: dL/d(state after the last step) of the first
    * last_rows pieces, which go on in a later segment. dh0/dc0 receive
-   * dL/dh0 and dL/dc0 (needs h0). */
+   * dL/dh0 and dL/dc0 (needs h0). ld0: row stride of h0 and c0 (0: hidden). */
   const float *h0, *c0;
+  int ld0;
   const float *dh_last, *dc_last;
   int last_rows;
   float *dh0, *dc0;
