@@ -27,6 +27,7 @@ typedef struct {
 
 static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const decoder_names[] = {"softmax", "adaptive", NULL};
+static const char *const task_names[] = {"lm", "classify", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
 static const char *const data_mode_names[] = {"pieces", "stream", NULL};
@@ -43,6 +44,7 @@ static const config_key config_keys[] = {
     {"model", "bidirectional", KEY_BOOL, AT(model.bidirectional), "false", 0, 1, NULL, "add a reverse direction to every layer (sees the future: not for language modelling)"},
     {"model", "dropout", KEY_DOUBLE, AT(model.dropout), "0.0", 0, 0.95, NULL, "dropout on embeddings, between layers and before the decoder"},
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
+    {"model", "task", KEY_ENUM, AT(model.task), "lm", 0, 0, task_names, "lm: predict every next token (decoder over the vocabulary); classify: one label per sequence (classifier.weight/bias on the top layer's final hidden state, both directions; data with /labels from rnn_prep --labels)"},
     {"model", "decoder", KEY_ENUM, AT(model.decoder), "softmax", 0, 0, decoder_names, "output layer: softmax (full) or adaptive (exact adaptive softmax, torch.nn.AdaptiveLogSoftmaxWithLoss; needs frequency-sorted ids, as rnn_prep writes)"},
     {"model", "cutoffs", KEY_STRING, AT(model.cutoffs), "2000,10000", 0, 0, NULL, "adaptive: ascending cutoffs < vocab size: the head's shortlist, then where each tail cluster ends"},
     {"model", "div_value", KEY_DOUBLE, AT(model.div_value), "4.0", 1.0, 1e6, NULL, "adaptive: tail cluster i projects to (hidden x directions) / div_value^(i+1) units"},
@@ -348,6 +350,11 @@ void config_finalize(rnnd_config *cfg) {
     rnnd_input_error("config: train.bptt_segment = %d needs a unidirectional model (model.bidirectional = false): "
                      "a reverse direction would need its own segments from the other end",
                      cfg->train.bptt_segment);
+  if (cfg->model.task == RNND_TASK_CLASSIFY && (cfg->model.tie_weights || cfg->model.decoder != RNND_DECODER_SOFTMAX))
+    rnnd_input_error("config: model.task = classify has no vocabulary decoder: set model.tie_weights = false and "
+                     "model.decoder = softmax");
+  if (cfg->model.task == RNND_TASK_CLASSIFY && cfg->data.mode == RNND_DATA_STREAM)
+    rnnd_input_error("config: model.task = classify needs whole sequences (data.mode = pieces)");
   if (cfg->data.mode == RNND_DATA_STREAM && cfg->model.bidirectional)
     rnnd_input_error("config: data.mode = stream needs a unidirectional model (model.bidirectional = false): a "
                      "carried state only runs forward");

@@ -24,6 +24,14 @@ Written files:
   grad_{gru,lstm}_l{1,3}_{uni,bi}_{tied,untied}.h5   (16 files, no cutting)
   grad_gru_l2_uni_untied_maxlen4.h5                  (max_len 4: cut pieces)
   adam_gru.h5, adam_lstm.h5                          (20 Adam steps)
+  classify_{gru,lstm}_l{1,2}_{uni,bi}.h5             (model.task = classify)
+
+The classify fixtures add /labels, /label_names and n_classes to the data
+set, and their model is nn.Embedding -> nn.GRU/nn.LSTM ->
+nn.Linear("classifier") on the top layer's final hidden state (h_n of the
+forward direction, concatenated with the backward direction's), run through
+pack_padded_sequence on the words w1..wn of each sequence (not its <eos>);
+/reference/loss is the mean cross-entropy over the sequences.
 
 This is a reference tool for the tests only; the C code never runs it.
 Output is deterministic (fixed seeds, single thread).
@@ -41,7 +49,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.nn.utils.rnn import PackedSequence, pack_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pack_sequence
 
 VOCAB = 37
 EOS_ID = 0
@@ -256,6 +264,67 @@ def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
     return losses
 
 
+class Classifier(nn.Module):
+    """embedding -> GRU/LSTM -> classifier(h_n of the top layer, both directions)."""
+
+    def __init__(self, cell, vocab, embed, hidden, layers, bidirectional, n_classes):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, embed)
+        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.rnn = rnn_class(embed, hidden, num_layers=layers, bidirectional=bidirectional)
+        self.classifier = nn.Linear(hidden * (2 if bidirectional else 1), n_classes)
+        self.dirs = 2 if bidirectional else 1
+
+    def forward(self, padded, lengths):
+        """padded [T, B] ids, lengths [B] (any order): logits [B, n_classes]."""
+        packed = pack_padded_sequence(self.embedding(padded), lengths, enforce_sorted=False)
+        _, h_n = self.rnn(packed)
+        if isinstance(h_n, tuple):
+            h_n = h_n[0]
+        top = h_n[-self.dirs:]  # [dirs, B, H]: forward's last step, backward's first
+        return self.classifier(torch.cat(list(top), dim=1))
+
+
+def write_classify_case(path, cell, layers, bi, seed, n_classes=5):
+    rng = np.random.default_rng(seed)
+    lengths = [6, 2, 10, 4, 13, 3, 8, 5, 2]  # words + <eos>: one sequence of a single word
+    rng.shuffle(lengths)
+    tokens, offsets = make_tokens(rng, lengths)
+    labels = rng.integers(0, n_classes, size=len(lengths)).astype(np.int32)
+    hidden, embed = 9, 7
+    with h5py.File(path, "w") as f:
+        write_dataset(f, tokens, offsets)
+        f.attrs.create("max_len", np.int32(NO_CUT))
+        f.attrs.create("n_classes", np.int32(n_classes))
+        f.create_dataset("labels", data=labels)
+        f.create_dataset("label_names", data=np.array(["c%d" % i for i in range(n_classes)], dtype=object),
+                         dtype=h5py.string_dtype("utf-8"))
+        torch.manual_seed(seed)
+        model = Classifier(cell, VOCAB, embed, hidden, layers, bi, n_classes)
+        with torch.no_grad():
+            model.embedding.weight.uniform_(-0.5, 0.5)
+        spec = dict(cell=cell, layers=layers, embed=embed, hidden=hidden, bi=bi, tie=False)
+        state32 = write_model(f, model, spec)
+        f["model"].attrs["task"] = "classify"
+        f["model"].attrs.create("n_classes", np.int32(n_classes))
+        model = model.double()
+        model.load_state_dict({k: torch.from_numpy(v).double() for k, v in state32.items()})
+        words = [tokens[offsets[i]:offsets[i + 1] - 1].astype(np.int64) for i in range(len(lengths))]
+        longest = max(len(w) for w in words)
+        padded = torch.zeros(longest, len(words), dtype=torch.int64)
+        for i, w in enumerate(words):
+            padded[:len(w), i] = torch.from_numpy(w)
+        logits = model(padded, torch.tensor([len(w) for w in words]))
+        loss = F.cross_entropy(logits, torch.from_numpy(labels).long())
+        loss.backward()
+        ref = f.create_group("reference")
+        ref.create_dataset("loss", data=np.float64(loss.item()))
+        grads = ref.create_group("grad")
+        for name in model.state_dict():
+            grads.create_dataset(name, data=model.get_parameter(name).grad.detach().numpy().astype(np.float64))
+    return loss.item(), len(lengths)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for the fixture files (created)")
@@ -294,7 +363,15 @@ def main():
         name = "adam_%s.h5" % cell
         losses = write_adam_case(os.path.join(args.out, name), cell, 300 + i)
         print("%-38s loss %.6f -> %.6f over %d steps" % (name, losses[0], losses[-1], len(losses)))
-    print("wrote 21 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
+    seed = 500
+    for cell in ("gru", "lstm"):
+        for layers in (1, 2):
+            for bi in (False, True):
+                seed += 1
+                name = "classify_%s_l%d_%s.h5" % (cell, layers, "bi" if bi else "uni")
+                loss, n_seq = write_classify_case(os.path.join(args.out, name), cell, layers, bi, seed)
+                print("%-38s loss %.6f sequences %d" % (name, loss, n_seq))
+    print("wrote 29 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
 
 
 if __name__ == "__main__":

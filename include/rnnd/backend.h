@@ -29,7 +29,8 @@ typedef struct rnnd_backend rnnd_backend;
 typedef struct {
   const char *name;
   /* Adds loss_weight * d(sum of target NLL)/d(params) into grads and returns
-   * the sum of target NLL (in double). */
+   * the sum of target NLL (in double). model.task = classify: the targets
+   * are the pieces' labels (batch.labels), one per piece. */
   double (*train_batch)(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
                         const rnnd_dropout *dropout, float loss_weight);
   /* Sum of target NLL without dropout. */
@@ -51,6 +52,9 @@ typedef struct {
    * gradient stops at state_in (truncated backpropagation). One call covers
    * one batch; unidirectional models only. */
   void (*carry_state)(rnnd_backend *be, const float *state_in, float *state_out);
+  /* model.task = classify: pieces of the last train/eval batch whose label
+   * scored highest (NULL where the task is not supported). */
+  int64_t (*last_correct)(const rnnd_backend *be);
 } rnnd_backend_ops;
 
 /* Floats in one piece's carried state (see carry_state). */

@@ -39,12 +39,16 @@ typedef struct {
   int32_t *inputs;        /* [n_tokens] packed */
   int32_t *targets;       /* [n_tokens] packed */
   int32_t *positions;     /* [n_tokens] time index within the piece (for dropout keys) */
+  int32_t *labels;        /* [n_pieces] classification: class of each piece (batch_fill_labels) */
 } rnnd_batch;
 
 void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens);
 /* Packs `count` pieces of `ds` (any order; sorted here, stable by id). */
 void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count);
 void batch_free(rnnd_batch *b);
+/* Classification: labels[i] = ds->labels[pieces[i].id]; the pieces must be
+ * whole sequences (sampler option whole_sequences: id = sequence index). */
+void batch_fill_labels(rnnd_batch *b, const rnnd_dataset *ds);
 /* A view of time steps [t0, t1) of b (0 <= t0 < t1 <= n_steps) for
  * segmented backpropagation: the same pieces, of which the first
  * batch_sizes[t0] run; rows step_offsets[t0] .. step_offsets[t1] of b.

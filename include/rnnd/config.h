@@ -21,6 +21,9 @@ typedef enum {
 /* The output layer: a full softmax over the vocabulary (nn.Linear), or the
  * exact adaptive softmax of Grave et al. 2017 (nn.AdaptiveLogSoftmaxWithLoss). */
 typedef enum { RNND_DECODER_SOFTMAX = 0, RNND_DECODER_ADAPTIVE = 1 } rnnd_decoder;
+/* lm: next-token language model; classify: one label per sequence from
+ * the final hidden state (docs/tasks.md) */
+typedef enum { RNND_TASK_LM = 0, RNND_TASK_CLASSIFY = 1 } rnnd_task;
 /* pieces: sequences from zero states in length buckets; stream: stream.h */
 typedef enum { RNND_DATA_PIECES = 0, RNND_DATA_STREAM = 1 } rnnd_data_mode;
 typedef enum { RNND_DEVICE_AUTO = 0, RNND_DEVICE_CPU = 1, RNND_DEVICE_CUDA = 2 } rnnd_device;
@@ -33,6 +36,7 @@ typedef struct {
   int bidirectional; /* 0/1 */
   double dropout;    /* on embeddings, between layers, before the decoder */
   int tie_weights;   /* decoder.weight shares embedding.weight */
+  int task;          /* rnnd_task */
   int decoder;       /* rnnd_decoder */
   char *cutoffs;     /* adaptive: ascending vocabulary cutoffs, "2000,10000" */
   double div_value;  /* adaptive: tail cluster i projects to input / div_value^(i+1) units */

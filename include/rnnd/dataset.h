@@ -4,7 +4,8 @@
  *
  * dataset_load() validates everything a trainer relies on (offsets start at
  * 0, strictly increase and end at the token count; every id < vocab_size;
- * eos/unk ids in range; at least one sequence) and reports bad files with one
+ * eos/unk ids in range; at least one sequence; for classification sets one
+ * label per sequence below n_classes) and reports bad files with one
  * line naming the file and the offending dataset, index or attribute (exit 2).
  * The caller owns the result and releases it with dataset_free(). */
 #ifndef RNND_DATASET_H
@@ -22,6 +23,8 @@ typedef struct {
   int32_t eos_id;
   int32_t unk_id;
   char **vocab;      /* vocab_size words in id order; NULL unless loaded with words */
+  int32_t *labels;   /* classification sets: one class id per sequence; NULL otherwise */
+  int32_t n_classes; /* classes named by /label_names (0 without labels) */
 } rnnd_dataset;
 
 /* Loads and validates PATH. With load_vocab != 0 the /vocab strings are read too. */

@@ -9,9 +9,11 @@
  *           ranks), compute_s and comm_s (this rank's seconds in the backend
  *           and in the gradient all-reduce), elapsed_s, loss_scale, skipped,
  *           growth_tracker, underflow (mixed precision), ppl, tokens_per_s,
- *           param_norm, update_ratio, memory_bytes
+ *           param_norm, update_ratio, memory_bytes, accuracy (model.task =
+ *           classify: share of the batch's sequences predicted right; NaN
+ *           for language models)
  *   /val/<series>, /test/<series>  one value per evaluation: step, loss,
- *           ppl, tokens
+ *           ppl, tokens (sequences for classify), accuracy (NaN for lm)
  *   /hist/step, /hist/l<L>_<gate>  every metrics.hist_every steps, the
  *           histogram of each gate's values (after its sigmoid/tanh) of
  *           layer L over that step's batch: rows of `bins` counts on
@@ -45,12 +47,14 @@ typedef struct {
   double param_norm;      /* of the fp32 master weights after the step */
   double update_ratio;    /* |update| / |weights| */
   int64_t memory_bytes;   /* bytes held (allocated once: the peak) */
+  double accuracy;        /* classify; NaN otherwise */
 } rnnd_step_metrics;
 
 typedef struct {
   int64_t step;
   double loss, ppl;
   int64_t tokens;
+  double accuracy;        /* classify; NaN otherwise */
 } rnnd_eval_metrics;
 
 typedef struct {

@@ -3,7 +3,10 @@
  *
  * The vocabulary comes from the training text only: <eos> = 0, <unk> = 1,
  * then words by descending count, ties by first occurrence in the training
- * text. Every non-blank line becomes one sequence "w1 .. wn <eos>".
+ * text. Every non-blank line becomes one sequence "w1 .. wn <eos>". With
+ * labels (classification), a line is "LABEL<TAB>w1 .. wn"; class ids are
+ * the training set's distinct labels in byte order, and a label the
+ * training set lacks is an error.
  * Bad input (options, unreadable or empty text) exits with code 2. */
 #ifndef RNND_PREP_H
 #define RNND_PREP_H
@@ -18,6 +21,7 @@ typedef struct {
   int64_t min_count; /* words seen fewer times in train become <unk>; >= 1 */
   int64_t max_vocab; /* total entries including <eos>/<unk>; 0 = unlimited, else >= 2 */
   int lowercase;     /* ASCII-lowercase all text before counting */
+  int labels;        /* lines are "LABEL<TAB>w1 .. wn": also write /labels and /label_names */
 } rnnd_prep_options;
 
 /* Parses the command line (argv[0] is the program). Returns 1 when --help was

@@ -33,6 +33,10 @@ typedef struct {
   int num_buckets;
   uint64_t seed;
   int shuffle;          /* 0: data-set order, one bucket, batches in length order (evaluation) */
+  /* classification: every sequence "w1 .. wn <eos>" is one piece with
+   * inputs w1 .. wn and id = its index (so batch_fill_labels finds its
+   * label); a sequence of more than max_len words is an input error */
+  int whole_sequences;
 } rnnd_sampler_options;
 
 typedef struct {
@@ -43,6 +47,7 @@ typedef struct {
   int64_t batch_tokens;
   uint64_t seed;
   int shuffle;
+  int whole_sequences;
   int n_buckets;
   int32_t *bucket_upper;    /* [n_buckets] inclusive upper length bound */
   /* the current epoch's plan */

@@ -26,7 +26,8 @@
 
 typedef struct {
   double nll_sum;
-  int64_t tokens;
+  int64_t tokens;  /* what the NLL sums over: target tokens, or sequences (classify) */
+  int64_t correct; /* classify: sequences whose label scored highest */
 } rnnd_eval_result;
 
 /* Mean NLL over every target token of ds (pieces of the sampler's max_len,
@@ -45,6 +46,7 @@ typedef struct {
   rnnd_dataset data;
   rnnd_sampler sampler;
   rnnd_stream_state stream; /* data.mode = stream */
+  double accuracy;          /* classify: of the last evaluation */
   int present;
 } rnnd_eval_set;
 
@@ -54,6 +56,7 @@ typedef struct {
   rnnd_dataset train;
   rnnd_sampler train_sampler;
   int stream_mode;           /* data.mode = stream: windows of streams, state carried */
+  int classify;              /* model.task = classify: one label per sequence */
   rnnd_stream_state stream;  /* stream mode: this rank's training streams */
   rnnd_eval_set valid, test;
   rnnd_layout layout;
@@ -102,7 +105,9 @@ int trainer_run(rnnd_trainer *t);
 /* One optimizer step (for tests and tools that drive training themselves). */
 typedef struct {
   double nll;        /* summed over the global batch */
-  int64_t tokens;    /* targets in the global batch */
+  int64_t tokens;    /* targets in the global batch (input tokens for classify) */
+  int64_t examples;  /* what the loss averages over: tokens, or sequences (classify) */
+  int64_t correct;   /* classify: sequences of the global batch predicted right */
   double grad_norm;  /* of the unscaled gradient, before clipping; inf/NaN when skipped */
   double lr;
   double imbalance;  /* max/mean tokens over ranks */

@@ -17,6 +17,7 @@ void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens) 
   b->inputs = RNND_ALLOC(int32_t, max_tokens, "batch inputs");
   b->targets = RNND_ALLOC(int32_t, max_tokens, "batch targets");
   b->positions = RNND_ALLOC(int32_t, max_tokens, "batch positions");
+  b->labels = RNND_ALLOC(int32_t, max_pieces, "batch labels");
 }
 
 void batch_free(rnnd_batch *b) {
@@ -26,6 +27,7 @@ void batch_free(rnnd_batch *b) {
   free(b->inputs);
   free(b->targets);
   free(b->positions);
+  free(b->labels);
   memset(b, 0, sizeof *b);
 }
 
@@ -63,6 +65,14 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
   }
 }
 
+void batch_fill_labels(rnnd_batch *b, const rnnd_dataset *ds) {
+  RNND_ASSERT(ds->labels);
+  for (int i = 0; i < b->n_pieces; i++) {
+    RNND_ASSERT(b->pieces[i].id >= 0 && b->pieces[i].id < ds->n_sequences);
+    b->labels[i] = ds->labels[b->pieces[i].id];
+  }
+}
+
 void batch_step_view(const rnnd_batch *b, int t0, int t1, int64_t *offsets, rnnd_batch *view) {
   RNND_ASSERT(0 <= t0 && t0 < t1 && t1 <= b->n_steps);
   const int64_t row0 = b->step_offsets[t0];
@@ -78,5 +88,6 @@ void batch_step_view(const rnnd_batch *b, int t0, int t1, int64_t *offsets, rnnd
                        .step_offsets = offsets,
                        .inputs = b->inputs + row0,
                        .targets = b->targets + row0,
-                       .positions = b->positions + row0};
+                       .positions = b->positions + row0,
+                       .labels = b->labels};
 }

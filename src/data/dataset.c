@@ -237,6 +237,33 @@ static void read_tokens(rnnd_dataset *ds, hid_t file) {
   CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
 }
 
+/* Classification sets: /labels (one per sequence) and the n_classes
+ * attribute; /label_names must name every class. */
+static void read_labels(rnnd_dataset *ds, hid_t file) {
+  if (H5Lexists(file, "labels", H5P_DEFAULT) <= 0) return;
+  hsize_t n = 0, names = 0;
+  ds->n_classes = read_int_attribute(file, ds->path, "n_classes");
+  if (ds->n_classes <= 0) fail_at(ds->path, "n_classes %d must be positive", (int)ds->n_classes);
+  hid_t dset = open_vector(file, ds->path, "labels", H5T_INTEGER, "integers", &n);
+  if ((int64_t)n != ds->n_sequences)
+    fail_at(ds->path, "/labels has %llu entries but there are %lld sequences", (unsigned long long)n,
+            (long long)ds->n_sequences);
+  ds->labels = RNND_ALLOC(int32_t, n, "data-set labels");
+  if (n > 0)
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->labels), ds->path,
+            "cannot read /labels");
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /labels");
+  for (hsize_t i = 0; i < n; i++)
+    if (ds->labels[i] < 0 || ds->labels[i] >= ds->n_classes)
+      fail_at(ds->path, "/labels[%llu] = %d is outside [0, n_classes %d)", (unsigned long long)i, (int)ds->labels[i],
+              (int)ds->n_classes);
+  dset = open_vector(file, ds->path, "label_names", H5T_STRING, "strings", &names);
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /label_names");
+  if ((int64_t)names != ds->n_classes)
+    fail_at(ds->path, "/label_names has %llu entries but n_classes is %d", (unsigned long long)names,
+            (int)ds->n_classes);
+}
+
 static void validate_offsets(const rnnd_dataset *ds) {
   const int64_t *off = ds->offsets;
   if (ds->n_sequences == 0) fail_at(ds->path, "data set is empty (no sequences)");
@@ -327,6 +354,7 @@ void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   read_tokens(ds, file);
   validate_offsets(ds);
   validate_tokens(ds);
+  read_labels(ds, file);
   if (load_vocab) read_vocab(ds, file);
   CHECK_H5(H5Fclose(file), path, "cannot close file");
   rnnd_reading_end();
@@ -339,6 +367,7 @@ void dataset_free(rnnd_dataset *ds) {
   }
   free(ds->tokens);
   free(ds->offsets);
+  free(ds->labels);
   free(ds->path);
   memset(ds, 0, sizeof *ds);
 }

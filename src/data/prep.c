@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "rnnd/common.h"
+#include "rnnd/label_table.h"
 
 #define EOS_ID 0
 #define UNK_ID 1
@@ -27,7 +28,7 @@
 
 static const char usage_text[] =
     "usage: rnn_prep --train FILE --valid FILE [--test FILE] --out DIR\n"
-    "                [--min-count N] [--max-vocab N] [--lowercase]\n"
+    "                [--min-count N] [--max-vocab N] [--lowercase] [--labels]\n"
     "\n"
     "Turns whitespace-tokenised text (one paragraph per line, WikiText layout;\n"
     "blank lines are dropped) into DIR/train.h5, DIR/valid.h5 and DIR/test.h5.\n"
@@ -44,6 +45,8 @@ static const char usage_text[] =
     "  --max-vocab N    at most N vocabulary entries including <eos> and <unk>\n"
     "                   (default 0 = unlimited)\n"
     "  --lowercase      lowercase ASCII letters before counting\n"
+    "  --labels         classification data: every line is LABEL<TAB>text; writes\n"
+    "                   /labels and /label_names too (model.task = classify)\n"
     "  --help           print this help and exit\n";
 
 static int64_t parse_count(const char *option, const char *text) {
@@ -94,6 +97,8 @@ int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv) {
       opt->max_vocab = parse_count(arg, option_value(argc, argv, &i));
     } else if (!strcmp(arg, "--lowercase")) {
       opt->lowercase = 1;
+    } else if (!strcmp(arg, "--labels")) {
+      opt->labels = 1;
     } else if (arg[0] == '-') {
       rnnd_input_error("unknown option '%s' (see rnn_prep --help)", arg);
     } else {
@@ -309,12 +314,37 @@ static int by_count_then_first(const void *pa, const void *pb) {
   return (a->first > b->first) - (a->first < b->first);
 }
 
-static void count_words(vocab_table *t, const text_file *text) {
-  cursor all = {text->data, text->data + text->size}, line;
+/* With labels: splits "LABEL<TAB>text" into the label and the text (left in
+ * line). Returns 0 for a blank line; a line without a tab or without words
+ * after it is an error naming the file and line. */
+static int split_label(const text_file *text, cursor *line, cursor *label) {
+  const char *p = line->pos;
+  while (p < line->end && is_space(*p) && *p != '\t') p++;
+  if (p == line->end) return 0;
+  const char *tab = memchr(line->pos, '\t', (size_t)(line->end - line->pos));
+  if (!tab || tab == line->pos)
+    rnnd_input_error("%s:%ld: expected LABEL<TAB>text (--labels)", text->path, line_of(text, (size_t)(p - text->data)));
+  *label = (cursor){line->pos, tab};
+  line->pos = tab + 1;
+  cursor rest = *line;
   const char *w;
   size_t n;
-  while (next_line(&all, &line))
+  if (!next_word(&rest, &w, &n))
+    rnnd_input_error("%s:%ld: no words after the label", text->path, line_of(text, (size_t)(p - text->data)));
+  return 1;
+}
+
+static void count_words(vocab_table *t, label_table *labels, const text_file *text) {
+  cursor all = {text->data, text->data + text->size}, line, label;
+  const char *w;
+  size_t n;
+  while (next_line(&all, &line)) {
+    if (labels) {
+      if (!split_label(text, &line, &label)) continue;
+      label_table_add(labels, label.pos, (size_t)(label.end - label.pos));
+    }
     while (next_word(&line, &w, &n)) table_intern(t, w, n)->count++;
+  }
 }
 
 /* Gives ids 2.. to the words that pass --min-count/--max-vocab; returns the
@@ -358,6 +388,8 @@ typedef struct {
   int64_t *offsets; /* n_sequences + 1 */
   int64_t n_sequences, cap_offsets;
   int64_t n_unk;
+  int32_t *labels;  /* --labels: one per sequence */
+  int64_t cap_labels;
 } encoded;
 
 static void *grow_array(void *p, int64_t *cap, size_t elem, const char *what) {
@@ -380,15 +412,29 @@ static void push_offset(encoded *out, int64_t offset) {
   out->offsets[++out->n_sequences] = offset;
 }
 
+static void push_label(encoded *out, const text_file *text, const label_table *labels, cursor label) {
+  int32_t id = label_table_find(labels, label.pos, (size_t)(label.end - label.pos));
+  if (id < 0)
+    rnnd_input_error("%s:%ld: label '%.*s' does not occur in the training set", text->path,
+                     line_of(text, (size_t)(label.pos - text->data)), (int)(label.end - label.pos), label.pos);
+  if (out->n_sequences == out->cap_labels)
+    out->labels = grow_array(out->labels, &out->cap_labels, sizeof *out->labels, "labels");
+  out->labels[out->n_sequences] = id;
+}
+
 /* One sequence "w1 .. wn <eos>" per line that has at least one word. */
-static void encode_text(encoded *out, const text_file *text, const vocab_table *t) {
+static void encode_text(encoded *out, const text_file *text, const vocab_table *t, const label_table *labels) {
   memset(out, 0, sizeof *out);
   out->offsets = grow_array(NULL, &out->cap_offsets, sizeof *out->offsets, "offsets");
   out->offsets[0] = 0;
-  cursor all = {text->data, text->data + text->size}, line;
+  cursor all = {text->data, text->data + text->size}, line, label;
   const char *w;
   size_t n;
   while (next_line(&all, &line)) {
+    if (labels) {
+      if (!split_label(text, &line, &label)) continue;
+      push_label(out, text, labels, label);
+    }
     int64_t words = 0;
     for (; next_word(&line, &w, &n); words++) push_token(out, table_id(t, w, n));
     if (words == 0) continue;
@@ -400,6 +446,7 @@ static void encode_text(encoded *out, const text_file *text, const vocab_table *
 }
 
 static void encoded_free(encoded *e) {
+  free(e->labels);
   free(e->tokens);
   free(e->offsets);
   memset(e, 0, sizeof *e);
@@ -496,17 +543,17 @@ static hid_t utf8_string_type(h5_writer *w) {
   return type;
 }
 
-static void write_vocab(h5_writer *w, char **words, int32_t vocab_size) {
-  hsize_t n = (hsize_t)vocab_size;
+/* A 1-D dataset of UTF-8 strings (/vocab, /label_names). */
+static void write_strings(h5_writer *w, const char *name, char *const *words, int32_t count) {
+  hsize_t n = (hsize_t)count;
   hid_t type = utf8_string_type(w);
   hid_t space = H5Screate_simple(1, &n, NULL);
-  WCHECK(w, space, "cannot create the dataspace of /vocab");
-  hid_t dset = H5Dcreate2(w->file, "vocab", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  WCHECK(w, dset, "cannot create dataset /vocab");
-  WCHECK(w, H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, words),
-         "cannot write dataset /vocab");
-  WCHECK(w, H5Dclose(dset), "cannot close dataset /vocab");
-  WCHECK(w, H5Sclose(space), "cannot close the dataspace of /vocab");
+  WCHECK(w, space, "cannot create the dataspace of /%s", name);
+  hid_t dset = H5Dcreate2(w->file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  WCHECK(w, dset, "cannot create dataset /%s", name);
+  WCHECK(w, H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, words), "cannot write dataset /%s", name);
+  WCHECK(w, H5Dclose(dset), "cannot close dataset /%s", name);
+  WCHECK(w, H5Sclose(space), "cannot close the dataspace of /%s", name);
   WCHECK(w, H5Tclose(type), "cannot close a string type");
 }
 
@@ -538,7 +585,7 @@ static void write_attributes(h5_writer *w, int32_t vocab_size) {
 }
 
 static void write_dataset(const char *dir, const char *name, const encoded *data, char **words,
-                          int32_t vocab_size) {
+                          int32_t vocab_size, const label_table *labels) {
   h5_writer w;
   writer_open(&w, dir, name);
   write_attributes(&w, vocab_size);
@@ -546,7 +593,12 @@ static void write_dataset(const char *dir, const char *name, const encoded *data
                (hsize_t)data->n_tokens);
   write_vector(&w, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, data->offsets,
                (hsize_t)data->n_sequences + 1);
-  write_vocab(&w, words, vocab_size);
+  write_strings(&w, "vocab", words, vocab_size);
+  if (labels) {
+    write_int_attribute(&w, "n_classes", labels->count);
+    write_vector(&w, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, data->labels, (hsize_t)data->n_sequences);
+    write_strings(&w, "label_names", labels->names, labels->count);
+  }
   writer_commit(&w);
 }
 
@@ -585,19 +637,24 @@ void prep_run(const rnnd_prep_options *opt) {
   encoded data[3];
   vocab_table table;
   table_init(&table);
+  label_table label_storage, *labels = opt->labels ? &label_storage : NULL;
+  if (labels) label_table_init(labels);
   /* Read and encode everything before writing anything, so bad input never
    * leaves a mix of new and old output files. */
   for (int i = 0; i < n_files; i++) read_text(&texts[i], paths[i], opt->lowercase);
-  count_words(&table, &texts[0]);
+  count_words(&table, labels, &texts[0]);
+  if (labels) label_table_finish(labels);
   int32_t vocab_size = assign_ids(&table, opt);
-  for (int i = 0; i < n_files; i++) encode_text(&data[i], &texts[i], &table);
+  for (int i = 0; i < n_files; i++) encode_text(&data[i], &texts[i], &table, labels);
   char **words = vocab_words(&table, vocab_size);
   make_directories(opt->out_dir);
   for (int i = 0; i < n_files; i++)
-    write_dataset(opt->out_dir, names[i], &data[i], words, vocab_size);
+    write_dataset(opt->out_dir, names[i], &data[i], words, vocab_size, labels);
   printf("vocabulary: %d entries (<eos> = %d, <unk> = %d) from %lld word types in %s\n",
          (int)vocab_size, EOS_ID, UNK_ID, (long long)(table.n_entries - 2), opt->train);
+  if (labels) printf("labels: %d classes in %s\n", (int)labels->count, opt->train);
   for (int i = 0; i < n_files; i++) print_summary(opt->out_dir, names[i], &data[i]);
+  if (labels) label_table_free(labels);
   free_words(words, vocab_size);
   table_free(&table);
   for (int i = 0; i < n_files; i++) {

@@ -8,7 +8,29 @@
 #include "rnnd/common.h"
 #include "rnnd/rng.h"
 
+/* Classification: sequence i "w1 .. wn <eos>" is one piece whose inputs
+ * are w1 .. wn (its targets, tokens after them, are not used), id = i. */
+static void whole_sequence_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
+  s->pieces = RNND_ALLOC(rnnd_piece, ds->n_sequences, "pieces");
+  s->n_pieces = ds->n_sequences;
+  for (int64_t i = 0; i < ds->n_sequences; i++) {
+    int64_t words = dataset_sequence_length(ds, i) - 1;
+    if (words < 1)
+      rnnd_input_error("%s: sequence %lld has no tokens before its final <eos> (nothing to classify)", ds->path,
+                       (long long)i);
+    if (words > s->max_len)
+      rnnd_input_error("%s: sequence %lld has %lld tokens but data.max_len is %d: classification reads whole "
+                       "sequences (raise data.max_len; train.bptt_segment bounds the memory)",
+                       ds->path, (long long)i, (long long)words, s->max_len);
+    s->pieces[i] = (rnnd_piece){.start = ds->offsets[i] + 1, .length = (int32_t)words, .id = i};
+  }
+}
+
 static void cut_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
+  if (s->whole_sequences) {
+    whole_sequence_pieces(s, ds);
+    return;
+  }
   int64_t count = 0;
   for (int64_t i = 0; i < ds->n_sequences; i++)
     count += (dataset_sequence_length(ds, i) + s->max_len - 1) / s->max_len;
@@ -111,6 +133,7 @@ void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, const rnnd_sampler_op
   s->batch_tokens = o->batch_tokens;
   s->seed = o->seed;
   s->shuffle = o->shuffle;
+  s->whole_sequences = o->whole_sequences;
   cut_pieces(s, ds);
   int32_t *lengths = sorted_lengths(s);
   if (!strcmp(o->buckets, "auto")) auto_buckets(s, lengths, o->num_buckets);

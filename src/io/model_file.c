@@ -47,6 +47,8 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
   h5_write_int_attr(path, group, "bidirectional", s->directions == 2);
   h5_write_int_attr(path, group, "tie_weights", s->tie_weights);
   h5_write_string_attr(path, group, "decoder", s->decoder == RNND_DECODER_ADAPTIVE ? "adaptive" : "softmax");
+  h5_write_string_attr(path, group, "task", model_task_name(s->task));
+  if (s->task == RNND_TASK_CLASSIFY) h5_write_int_attr(path, group, "n_classes", s->n_classes);
   if (s->decoder == RNND_DECODER_ADAPTIVE) {
     char cutoffs[RNND_MAX_CLUSTERS * 12] = "", hidden[RNND_MAX_CLUSTERS * 12] = "";
     for (int i = 0; i < s->n_clusters; i++) {
@@ -56,6 +58,21 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
     h5_write_string_attr(path, group, "cutoffs", cutoffs);
     h5_write_string_attr(path, group, "tail_hidden", hidden);
   }
+}
+
+/* task and n_classes (absent in files of language models written before them). */
+static void read_task(const char *path, hid_t group, rnnd_model_shape *s) {
+  s->task = RNND_TASK_LM;
+  s->n_classes = 0;
+  if (!h5_has_attr(group, "task")) return;
+  char task[32];
+  h5_read_string_attr(path, group, "/model", "task", task, sizeof task);
+  if (!strcmp(task, "lm")) return;
+  if (strcmp(task, "classify")) rnnd_input_error("%s: /model task = '%s' is not lm or classify", path, task);
+  s->task = RNND_TASK_CLASSIFY;
+  s->n_classes = (int)h5_read_int_attr(path, group, "/model", "n_classes");
+  if (s->n_classes < 1 || s->n_classes > (1 << 24))
+    rnnd_input_error("%s: /model n_classes = %d is out of range", path, s->n_classes);
 }
 
 /* The adaptive decoder's attributes (absent in files of a full softmax). */
@@ -156,6 +173,7 @@ void model_file_read_shape(const char *path, rnnd_model_shape *s, int *max_len) 
   if (s->tie_weights && s->embed != s->hidden * s->directions)
     rnnd_input_error("%s: tied model needs embed = hidden x directions", path);
   read_decoder(path, group, s);
+  read_task(path, group, s);
   *max_len = h5_has_attr(file, "max_len") ? (int)h5_read_int_attr(path, file, "/", "max_len") : 0;
   H5Gclose(group);
   H5Fclose(file);
@@ -165,11 +183,13 @@ void model_file_check_shape(const char *path, const rnnd_model_shape *want) {
   rnnd_model_shape got;
   int max_len;
   model_file_read_shape(path, &got, &max_len);
-  const char *names[] = {"cell", "layers", "embed", "hidden", "vocab_size", "bidirectional", "tie_weights"};
-  int have[] = {got.cell, got.layers, got.embed, got.hidden, got.vocab_size, got.directions - 1, got.tie_weights};
-  int need[] = {want->cell, want->layers, want->embed, want->hidden, want->vocab_size, want->directions - 1,
-                want->tie_weights};
-  for (int i = 0; i < 7; i++)
+  const char *names[] = {"cell",       "layers",        "embed",       "hidden", "vocab_size",
+                         "bidirectional", "tie_weights", "task (0 lm, 1 classify)", "n_classes"};
+  int have[] = {got.cell,           got.layers,      got.embed, got.hidden,   got.vocab_size,
+                got.directions - 1, got.tie_weights, got.task,  got.n_classes};
+  int need[] = {want->cell,           want->layers,      want->embed, want->hidden,   want->vocab_size,
+                want->directions - 1, want->tie_weights, want->task,  want->n_classes};
+  for (int i = 0; i < 9; i++)
     if (have[i] != need[i])
       rnnd_input_error("%s: model has %s = %d but %d is expected (config or data set of another shape)", path,
                        names[i], have[i], need[i]);

@@ -10,6 +10,7 @@
 #include "rnnd/rng.h"
 
 const char *model_cell_name(int cell) { return cell == RNND_CELL_LSTM ? "lstm" : "gru"; }
+const char *model_task_name(int task) { return task == RNND_TASK_CLASSIFY ? "classify" : "lm"; }
 
 void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *cfg, int vocab_size) {
   shape->cell = cfg->cell;
@@ -19,6 +20,7 @@ void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *c
   shape->vocab_size = vocab_size;
   shape->directions = cfg->bidirectional ? 2 : 1;
   shape->tie_weights = cfg->tie_weights;
+  shape->task = cfg->task;
   shape->decoder = RNND_DECODER_SOFTMAX;
   shape->n_clusters = 0;
   if (cfg->decoder == RNND_DECODER_ADAPTIVE) {
@@ -101,6 +103,12 @@ void model_layout_init(rnnd_layout *l, const rnnd_model_shape *s) {
     }
   }
   int64_t top = (int64_t)s->hidden * s->directions;
+  if (s->task == RNND_TASK_CLASSIFY) {
+    RNND_ASSERT(!s->tie_weights && s->n_classes >= 1);
+    l->classifier_weight = add_view(l, "classifier.weight", s->n_classes, top, 2);
+    l->classifier_bias = add_view(l, "classifier.bias", s->n_classes, 1, 1);
+    return;
+  }
   if (s->decoder == RNND_DECODER_ADAPTIVE) {
     RNND_ASSERT(!s->tie_weights && s->n_clusters >= 1 && s->n_clusters <= RNND_MAX_CLUSTERS);
     l->head_weight = add_view(l, "decoder.head.weight", s->cutoffs[0] + s->n_clusters, top, 2);
@@ -144,7 +152,8 @@ void model_init_params(const rnnd_layout *l, float *params, uint64_t seed) {
     uint64_t key = rng_key2(seed ^ 0x1A17ull, (uint64_t)i);
     float *p = params + v->offset;
     if (!strcmp(v->name, "decoder.bias")) memset(p, 0, v->numel * sizeof *p);
-    else if (!strncmp(v->name, "decoder.head.", 13) || !strncmp(v->name, "decoder.tail.", 13))
+    else if (!strncmp(v->name, "decoder.head.", 13) || !strncmp(v->name, "decoder.tail.", 13) ||
+             !strncmp(v->name, "classifier.", 11))
       fill_uniform(p, v->numel, 1.0f / sqrtf((float)v->cols), key); /* nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) */
     else if (!strncmp(v->name, "rnn.", 4)) fill_uniform(p, v->numel, rnn_bound, key);
     else fill_uniform(p, v->numel, 0.1f, key);
@@ -157,6 +166,7 @@ double model_train_flops_per_token(const rnnd_model_shape *s) {
     double input = layer == 0 ? s->embed : (double)s->hidden * s->directions;
     forward += s->directions * 2.0 * gates * s->hidden * (input + s->hidden);
   }
+  if (s->task == RNND_TASK_CLASSIFY) return 3.0 * forward; /* the head is one row a sequence */
   if (s->decoder == RNND_DECODER_ADAPTIVE)
     /* the head only: a tail's cost falls on the tokens of its cluster, which
      * depends on the data, not the shape */

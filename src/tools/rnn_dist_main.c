@@ -32,10 +32,12 @@ static void print_help(void) {
       "eval options:\n"
       "  --checkpoint MODEL.h5  model file written by training\n"
       "  --data DATA.h5         data set from rnn_prep (same vocabulary as the model)\n"
-      "  --max-len N            piece length (default: the one the model was trained with)\n"
+      "  --max-len N            piece length (default: the one the model was trained with; a classifier\n"
+      "                         reads whole sequences)\n"
       "  --batch N              sequences per evaluation batch (default 64)\n"
       "  --threads N            CPU threads (default: all cores)\n"
       "  the last line printed is: loss <mean nll> ppl <exp(loss)> tokens <count>\n"
+      "  (a classifier: loss <mean nll> accuracy <share right> sequences <count>)\n"
       "other:\n"
       "  --help, -h             this text\n"
       "  --version              print the version\n\n"
@@ -63,6 +65,21 @@ static const char *option_value(int argc, char **argv, int *i) {
   return argv[++*i];
 }
 
+/* A classifier's data set needs the model's classes, and whole sequences:
+ * max_len grows to the longest one. */
+static void check_classes(const rnnd_dataset *ds, const char *data, const rnnd_model_shape *shape,
+                          const char *model, int *max_len) {
+  if (!ds->labels)
+    rnnd_input_error("%s: no /labels, but %s is a classifier (prepare the data with rnn_prep --labels)", data, model);
+  if (ds->n_classes != shape->n_classes)
+    rnnd_input_error("%s: data set has %d classes but the model %s has %d", data, (int)ds->n_classes, model,
+                     shape->n_classes);
+  int64_t longest = 0;
+  for (int64_t i = 0; i < ds->n_sequences; i++)
+    if (dataset_sequence_length(ds, i) - 1 > longest) longest = dataset_sequence_length(ds, i) - 1;
+  if (*max_len < longest) *max_len = longest > INT32_MAX ? INT32_MAX : (int)longest;
+}
+
 static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   eval_args a = {NULL, NULL, 0, 64, 0};
   for (int i = 2; i < argc; i++) {
@@ -83,12 +100,15 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   if (ds.vocab_size != shape.vocab_size)
     rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a.data,
                      ds.vocab_size, a.checkpoint, shape.vocab_size);
+  int classify = shape.task == RNND_TASK_CLASSIFY;
+  if (classify) check_classes(&ds, a.data, &shape, a.checkpoint, &a.max_len);
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   float *params = RNND_ALLOC(float, layout.numel, "parameters");
   model_file_load_params(a.checkpoint, &layout, params);
   rnnd_sampler sampler;
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
+  options.whole_sequences = classify;
   sampler_init(&sampler, &ds, &options);
   rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
                                .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
@@ -98,7 +118,11 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
   rnnd_eval_result r = evaluate_dataset(be, params, &ds, &sampler, &batch, comm);
   double loss = r.nll_sum / (double)r.tokens;
-  rnnd_print0("loss %.6f ppl %.4f tokens %lld\n", loss, exp(loss), (long long)r.tokens);
+  if (classify)
+    rnnd_print0("loss %.6f accuracy %.6f sequences %lld\n", loss, (double)r.correct / (double)r.tokens,
+                (long long)r.tokens);
+  else
+    rnnd_print0("loss %.6f ppl %.4f tokens %lld\n", loss, exp(loss), (long long)r.tokens);
   batch_free(&batch);
   be->ops->destroy(be);
   sampler_free(&sampler);

@@ -80,6 +80,17 @@ static void format_duration(char *buf, size_t size, double seconds) {
 
 /* --- set-up ------------------------------------------------------------- */
 
+/* model.task = classify needs /labels, with the training set's classes. */
+static void require_labels(const rnnd_trainer *t, const rnnd_dataset *ds, const char *role) {
+  if (!ds->labels)
+    rnnd_input_error("%s: %s set has no /labels but model.task = classify (prepare it with rnn_prep --labels)",
+                     ds->path, role);
+  if (ds != &t->train && ds->n_classes != t->train.n_classes)
+    rnnd_input_error("%s: %s set has %d classes but the training set %s has %d; prepare all splits with one "
+                     "rnn_prep --labels run", ds->path, role, (int)ds->n_classes, t->train.path,
+                     (int)t->train.n_classes);
+}
+
 /* Floats of one stream's carried state (rnnd_state_width, from the config). */
 static int stream_width(const rnnd_config *cfg) { return cfg->model.layers * 2 * cfg->model.hidden; }
 
@@ -92,6 +103,8 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
                      path, role, set->data.vocab_size, set->data.eos_id, t->train.path, t->train.vocab_size,
                      t->train.eos_id);
   rnnd_sampler_options options = sampler_eval_options(t->cfg->data.max_len, t->cfg->train.eval_batch);
+  options.whole_sequences = t->classify;
+  if (t->classify) require_labels(t, &set->data, role);
   sampler_init(&set->sampler, &set->data, &options);
   if (t->stream_mode)
     stream_state_init(&set->stream, set->data.n_tokens, t->cfg->train.eval_batch, t->cfg->data.bptt,
@@ -150,6 +163,8 @@ static void create_backend(rnnd_trainer *t) {
   if (t->use_cuda && cap.bptt_segment > 0)
     rnnd_input_error("config: train.bptt_segment is not available on the CUDA backend yet (set train.device = cpu, "
                      "or 0 for whole-sequence backpropagation)");
+  if (t->use_cuda && t->classify)
+    rnnd_input_error("config: model.task = classify is not available on the CUDA backend yet (set train.device = cpu)");
   if (t->stream_mode) {
     if (t->use_cuda)
       rnnd_input_error("config: data.mode = stream is not available on the CUDA backend yet (set train.device = cpu)");
@@ -229,6 +244,8 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
   t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
+  t->classify = cfg->model.task == RNND_TASK_CLASSIFY;
+  if (t->classify) require_labels(t, &t->train, "training");
   if (t->stream_mode)
     stream_state_init(&t->stream, t->train.n_tokens, cfg->train.global_batch, cfg->data.bptt, stream_width(cfg), comm,
                       cfg->data.train);
@@ -237,13 +254,14 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,
                                   .batch_tokens = cfg->train.global_batch_tokens, .buckets = cfg->data.buckets,
                                   .num_buckets = cfg->data.num_buckets, .seed = (uint64_t)cfg->train.seed,
-                                  .shuffle = 1};
+                                  .shuffle = 1, .whole_sequences = t->classify};
   sampler_init(&t->train_sampler, &t->train, &options);
   if (!cfg->train.global_batch_tokens && comm->size > cfg->train.global_batch)
     rnnd_input_error("config: world size %d is larger than train.global_batch = %d", comm->size,
                      cfg->train.global_batch);
   rnnd_model_shape shape;
   model_shape_from_config(&shape, &cfg->model, t->train.vocab_size);
+  shape.n_classes = t->train.n_classes;
   model_layout_init(&t->layout, &shape);
   t->params = RNND_ALLOC(float, t->layout.numel, "parameters");
   t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
@@ -329,15 +347,16 @@ static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
 }
 
 /* This rank's forward and backward on its share; returns its NLL sum. */
-static double compute_share(rnnd_trainer *t, int share, int64_t global_tokens, double loss_scale) {
+static double compute_share(rnnd_trainer *t, int share, int64_t global_examples, double loss_scale) {
   memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
   if (share == 0) return 0.0; /* a short global batch: this rank only joins the all-reduce */
   batch_fill(&t->batch, &t->train, t->share, share);
+  if (t->classify) batch_fill_labels(&t->batch, &t->train);
   rnnd_dropout dropout = {(uint64_t)t->cfg->train.seed, t->step, (float)t->cfg->model.dropout};
   /* Weighting by the GLOBAL token count makes the all-reduced sum exactly
    * the gradient of the global batch's mean loss (times the loss scale). */
   return t->backend->ops->train_batch(t->backend, t->compute_params, t->grads, &t->batch, &dropout,
-                                      (float)(loss_scale / (double)global_tokens));
+                                      (float)(loss_scale / (double)global_examples));
 }
 
 /* With 16-bit precision and wire the gradient leaves backward in 16 bits,
@@ -384,30 +403,35 @@ static void fault_before_reduce(const rnnd_trainer *t) {
 static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   if (t->stream_mode) {
     st->imbalance = stream_state_imbalance(&t->stream, t->stream.next_window, t->comm->size);
-    return stream_state_next(&t->stream, t->backend, t->share, &st->tokens);
+    int share = stream_state_next(&t->stream, t->backend, t->share, &st->tokens);
+    st->examples = st->tokens;
+    return share;
   }
   const rnnd_piece *pieces;
   int count = next_global_batch(t, &pieces);
   int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
   st->imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
+  st->examples = t->classify ? count : st->tokens;
   return share;
 }
 
 static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   int share = next_share(t, st);
   double start = rnnd_now();
-  double local_nll = compute_share(t, share, st->tokens, st->loss_scale);
+  double local_nll = compute_share(t, share, st->examples, st->loss_scale);
   if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
   st->underflow = gradients_to_half(t);
   if (t->step == t->fault_nan_step) t->grads[t->layout.numel - 1] = NAN;
   double computed = rnnd_now();
   fault_before_reduce(t);
   grad_sync_allreduce(&t->grad_sync, t->grads);
-  comm_allreduce_sum_f64(t->comm, &local_nll, 1);
+  double sums[2] = {local_nll, t->classify && share ? (double)t->backend->ops->last_correct(t->backend) : 0.0};
+  comm_allreduce_sum_f64(t->comm, sums, 2);
   st->compute_s = computed - start;
   st->comm_s = rnnd_now() - computed;
-  st->nll = local_nll;
+  st->nll = sums[0];
+  st->correct = (int64_t)sums[1];
 }
 
 #ifdef RNND_HAVE_CUDA
@@ -423,6 +447,7 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
   st.imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st.tokens += t->dealer.tokens[r];
+  st.examples = st.tokens;
   if (share) batch_fill(&t->batch, &t->train, t->share, share);
   rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
   /* as on the CPU: 16-bit rounding with 16-bit precision, or on a 16-bit wire between ranks */
@@ -569,11 +594,10 @@ static size_t memory_bytes(const rnnd_trainer *t) {
   return m.weights + m.gradients + m.optimizer + m.activations + m.workspace;
 }
 
-
 /* Sums over the steps of one log interval. */
 typedef struct {
   double nll;
-  int64_t tokens;
+  int64_t tokens, examples, correct;
   double start;
   double imbalance, compute_s, comm_s;
   int steps, skipped;
@@ -582,6 +606,8 @@ typedef struct {
 static void interval_add(interval *iv, const rnnd_step_stats *st) {
   iv->nll += st->nll;
   iv->tokens += st->tokens;
+  iv->examples += st->examples;
+  iv->correct += st->correct;
   iv->imbalance += st->imbalance;
   iv->compute_s += st->compute_s;
   iv->comm_s += st->comm_s;
@@ -608,14 +634,15 @@ static void record_histograms(rnnd_trainer *t) {
 }
 
 static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
-  rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->tokens,
+  rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->examples,
                            .tokens = st->tokens, .lr = st->lr, .grad_norm = st->grad_norm,
                            .imbalance = st->imbalance, .compute_s = st->compute_s, .comm_s = st->comm_s,
                            .elapsed_s = rnnd_now() - t->start_time, .loss_scale = st->loss_scale,
                            .skipped = st->skipped, .growth_tracker = t->scaler.growth_tracker,
-                           .underflow = st->underflow, .ppl = exp(st->nll / (double)st->tokens),
+                           .underflow = st->underflow, .ppl = exp(st->nll / (double)st->examples),
                            .tokens_per_s = (double)st->tokens / st->step_s, .param_norm = st->param_norm,
-                           .update_ratio = st->update_ratio, .memory_bytes = (int64_t)memory_bytes(t)};
+                           .update_ratio = st->update_ratio, .memory_bytes = (int64_t)memory_bytes(t),
+                           .accuracy = t->classify ? (double)st->correct / (double)st->examples : NAN};
   metrics_add_step(&t->metrics, &row);
 }
 
@@ -624,7 +651,10 @@ static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
  * the gradient all-reduce (waiting for slower ranks included). */
 static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *st) {
   double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
-  double loss = iv->nll / (double)iv->tokens;
+  double loss = iv->nll / (double)iv->examples;
+  char quality[48];
+  if (t->classify) snprintf(quality, sizeof quality, "acc %.4f", (double)iv->correct / (double)iv->examples);
+  else snprintf(quality, sizeof quality, "ppl %9.2f", exp(loss));
   double eta = elapsed / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
   double busy = iv->compute_s + iv->comm_s;
   char elapsed_text[32], eta_text[32], amp_text[96] = "";
@@ -634,9 +664,9 @@ static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *s
     snprintf(amp_text, sizeof amp_text, "scale %.0f (%ld ok) | skipped %d (%lld in all) | ", t->scaler.scale,
              t->scaler.growth_tracker, iv->skipped, (long long)t->scaler.skipped);
   trainer_log(t,
-              "step %6lld/%lld | epoch %lld | loss %.4f | ppl %9.2f | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
+              "step %6lld/%lld | epoch %lld | loss %.4f | %s | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
               "%simbal %.3f | comm %4.1f%% | mem %.0f MiB | %s elapsed | ETA %s\n",
-              (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, exp(loss),
+              (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, quality,
               (double)iv->tokens / seconds, st->lr, st->grad_norm, amp_text, iv->imbalance / iv->steps,
               busy > 0 ? 100.0 * iv->comm_s / busy : 0.0, (double)memory_bytes(t) / 1048576.0, elapsed_text,
               eta_text);
@@ -650,9 +680,15 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
       t->stream_mode
           ? evaluate_stream(t->backend, t->compute_params, &set->data, &set->stream, &t->batch, t->share, t->comm)
           : evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
-  double loss = r.nll_sum / (double)r.tokens;
+  double loss = r.nll_sum / (double)r.tokens, accuracy = (double)r.correct / (double)r.tokens;
   if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
-  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens};
+  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens, t->classify ? accuracy : NAN};
+  set->accuracy = accuracy;
+  if (t->classify) {
+    trainer_log(t, "%s step %lld | loss %.4f | acc %.4f | sequences %lld | %.1f s\n", role, (long long)t->step,
+                loss, accuracy, (long long)r.tokens, rnnd_now() - start);
+    return loss;
+  }
   metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
   trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
               exp(loss), (long long)r.tokens, rnnd_now() - start);
@@ -770,7 +806,7 @@ static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
   if (t->comm->rank == 0) {
     fprintf(stderr, "%s: error: step %lld: non-finite gradient (norm %g, loss %g) in %s with no loss scaling to "
             "absorb it: in %s; stopping. Last checkpoint: %s (lower train.lr or train.clip_norm, then --resume "
-            "auto)\n", rnnd_program_name(), (long long)t->step, st->grad_norm, st->nll / (double)st->tokens,
+            "auto)\n", rnnd_program_name(), (long long)t->step, st->grad_norm, st->nll / (double)st->examples,
             rnnd_dtype_name(t->precision), tensors[0] ? tensors : "(no tensor: the loss itself)",
             have_checkpoint ? latest : "none yet");
     fflush(stderr);
@@ -829,8 +865,13 @@ int trainer_run(rnnd_trainer *t) {
   if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
     trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
                 rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);
-  if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
-  if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
+  if (t->classify) {
+    if (t->valid.present) trainer_log(t, "summary: valid loss %.4f acc %.4f\n", valid_loss, t->valid.accuracy);
+    if (t->test.present) trainer_log(t, "summary: test loss %.4f acc %.4f\n", test_loss, t->test.accuracy);
+  } else {
+    if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
+    if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
+  }
   trainer_log(t, "summary: model %s, log %s/train.log, metrics %s, config %s/config.ini\n", t->model_path,
               cfg->output.dir, t->metrics.path, cfg->output.dir);
   return 0;

@@ -19,6 +19,7 @@ void fixture_load(fixture *f, const char *path) {
   f->grads = RNND_ALLOC(float, f->layout.numel, "grads");
   model_file_load_params(path, &f->layout, f->params);
   rnnd_sampler_options options = sampler_eval_options(f->max_len, 1 << 20);
+  options.whole_sequences = shape.task == RNND_TASK_CLASSIFY;
   sampler_init(&f->sampler, &f->data, &options);
 }
 

@@ -8,6 +8,8 @@
  * evaluation too, and the backend must hold fewer activation bytes. The
  * 16-bit storage path (bf16) is checked against its own whole-batch run
  * more loosely, since a segment starts from the state as stored (rounded).
+ * Classifiers (model.task = classify) too: each piece's final state lies in
+ * a different segment.
  * usage: test_bptt_segment [--threads N] */
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +53,7 @@ static void make_long_batch(long_batch *lb) {
   }
   batch_init(&lb->batch, N_PIECES, piece_lengths[0], total);
   batch_fill(&lb->batch, ds, lb->pieces, N_PIECES);
+  for (int i = 0; i < N_PIECES; i++) lb->batch.labels[i] = i % 3; /* for the classifier cases */
 }
 
 static void free_long_batch(long_batch *lb) {
@@ -91,9 +94,10 @@ static double max_relative(const float *a, const float *ref, size_t n) {
 
 /* One model: every K against the whole batch. Returns failures. */
 static int check_model(int cell, int layers, int tie, float dropout, rnnd_dtype storage, double limit,
-                       const long_batch *lb, int threads) {
+                       const long_batch *lb, int threads, int classes) {
   rnnd_model_shape shape = {.cell = cell, .layers = layers, .embed = 24, .hidden = 24, .vocab_size = VOCAB,
-                            .directions = 1, .tie_weights = tie, .decoder = RNND_DECODER_SOFTMAX};
+                            .directions = 1, .tie_weights = tie, .decoder = RNND_DECODER_SOFTMAX,
+                            .task = classes ? RNND_TASK_CLASSIFY : RNND_TASK_LM, .n_classes = classes};
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   float *params = RNND_ALLOC(float, layout.numel, "params");
@@ -118,7 +122,7 @@ static int check_model(int cell, int layers, int tie, float dropout, rnnd_dtype 
     int ok = g <= limit && l <= limit && e <= limit && smaller;
     printf("%-4s %s L%d %s dropout %.1f %-4s K=%-3d: grad rel %.2e, loss rel %.2e, eval rel %.2e, "
            "activations %zu vs %zu bytes  %s\n",
-           cell == RNND_CELL_GRU ? "gru" : "lstm", tie ? "tied  " : "untied", layers, "uni", dropout,
+           cell == RNND_CELL_GRU ? "gru" : "lstm", tie ? "tied  " : "untied", layers, classes ? "cls" : "lm ", dropout,
            storage == RNND_DTYPE_F32 ? "fp32" : "bf16", segments[k], g, l, e, seg.activation_bytes,
            whole.activation_bytes, ok ? "ok" : "FAILED");
     failed += !ok;
@@ -142,11 +146,15 @@ int main(int argc, char **argv) {
   for (int cell = RNND_CELL_GRU; cell <= RNND_CELL_LSTM; cell++)
     for (int layers = 1; layers <= 2; layers++)
       for (int drop = 0; drop <= 1; drop++) {
-        failed += check_model(cell, layers, layers == 2, drop ? 0.2f : 0.0f, RNND_DTYPE_F32, 1e-5, &lb, threads);
+        failed += check_model(cell, layers, layers == 2, drop ? 0.2f : 0.0f, RNND_DTYPE_F32, 1e-5, &lb, threads, 0);
         checks += 4;
       }
   for (int cell = RNND_CELL_GRU; cell <= RNND_CELL_LSTM; cell++) {
-    failed += check_model(cell, 2, 0, 0.2f, RNND_DTYPE_BF16, 3e-2, &lb, threads);
+    failed += check_model(cell, 2, 0, 0.2f, RNND_DTYPE_F32, 1e-5, &lb, threads, 3);
+    checks += 4;
+  }
+  for (int cell = RNND_CELL_GRU; cell <= RNND_CELL_LSTM; cell++) {
+    failed += check_model(cell, 2, 0, 0.2f, RNND_DTYPE_BF16, 3e-2, &lb, threads, 0);
     checks += 4;
   }
   free_long_batch(&lb);

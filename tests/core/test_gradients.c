@@ -1,6 +1,7 @@
 /* test_gradients.c — forward loss and every parameter gradient of the CPU
  * backend against PyTorch (float64) on the fixtures of torch_reference.py:
- * one packed batch of all pieces, uneven lengths including 1.
+ * one packed batch of all pieces, uneven lengths including 1; language
+ * models and classifiers (model.task = classify).
  * usage: test_gradients [--threads N] FIXTURE.h5...   (fails if any relative error > 1e-4) */
 #include <math.h>
 #include <stdio.h>
@@ -20,8 +21,12 @@ static int check_fixture(const char *path, int threads) {
   rnnd_batch batch;
   batch_init(&batch, n, f.sampler.largest_batch_steps, f.data.n_tokens);
   batch_fill(&batch, &f.data, f.sampler.pieces, n);
-  double nll = be->ops->train_batch(be, f.params, f.grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
-  double loss = nll / (double)batch.n_tokens, ref_loss;
+  /* a classifier's loss is the mean over sequences, a language model's over tokens */
+  int classify = f.layout.shape.task == RNND_TASK_CLASSIFY;
+  if (classify) batch_fill_labels(&batch, &f.data);
+  double count = classify ? (double)batch.n_pieces : (double)batch.n_tokens;
+  double nll = be->ops->train_batch(be, f.params, f.grads, &batch, NULL, (float)(1.0 / count));
+  double loss = nll / count, ref_loss;
   if (!fixture_read_doubles(path, "/reference/loss", &ref_loss, 1)) RNND_FAIL("%s: no /reference/loss", path);
   double worst = fabs(loss - ref_loss) / fabs(ref_loss);
   const char *worst_name = "loss";

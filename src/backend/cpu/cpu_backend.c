@@ -74,6 +74,12 @@ typedef struct {
   float *carry_dh[RNND_MAX_LAYERS];         /* [max_pieces, hidden]: dL/d(state) into the previous segment */
   float *carry_dc[RNND_MAX_LAYERS];
   segment_link link;                        /* what the layers of the current segment connect to */
+  /* model.task = classify: the head on each piece's final hidden state */
+  int classify, n_classes;
+  float *features, *d_features; /* [max_pieces, top] */
+  float *class_logits;          /* [max_pieces, n_classes] */
+  int32_t *class_pieces;        /* [max_pieces] */
+  int64_t correct;              /* pieces of the last batch whose label scored highest */
   /* carry_state for the next batch (borrowed; NULL: zero state) */
   const float *stream_in;
   float *stream_out;
@@ -250,8 +256,12 @@ static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, co
 static double adaptive_decoder(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                                const rnnd_batch *b, float weight);
 
+static double classifier(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *v, float *dy,
+                         float weight);
+
 static double decoder_train(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                             const rnnd_batch *b, float weight) {
+  if (cb->classify) return classifier(cb, params, grads, b, dy, weight);
   if (cb->head_size) return adaptive_decoder(cb, params, grads, y, dy, b, weight);
   const rnnd_layout *l = cb->base.layout;
   const int V = cb->vocab, top = cb->top;
@@ -267,6 +277,7 @@ static double decoder_train(cpu_backend *cb, const float *params, float *grads, 
 }
 
 static double decoder_eval(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b) {
+  if (cb->classify) return classifier(cb, params, NULL, b, NULL, 0.0f);
   if (cb->head_size) return adaptive_decoder(cb, params, NULL, y, NULL, b, 0.0f);
   double nll = 0.0;
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
@@ -372,6 +383,64 @@ static double adaptive_decoder(cpu_backend *cb, const float *params, float *grad
   return nll;
 }
 
+/* --- classifier (model.task = classify) ---------------------------------- */
+
+/* The top layer's output before dropout: what nn.GRU/nn.LSTM return as h_n. */
+static const float *top_output(const cpu_backend *cb) {
+  return cb->storage == RNND_DTYPE_F32 ? cb->layer_out[cb->layers - 1] : cb->layer_out[0];
+}
+
+/* Rows (in the view) of piece i's final hidden state, or -1 if it is not
+ * in this view: the forward direction's last step, the backward
+ * direction's first step (row i of step 0, in a view that starts at 0). */
+static int64_t final_row(const rnnd_batch *v, int i) {
+  int64_t t = (int64_t)v->pieces[i].length - 1 - v->positions[0];
+  return t >= 0 && t < v->n_steps ? v->step_offsets[t] + i : -1;
+}
+
+/* Forward (and with grads, backward) of the classifier over the pieces
+ * whose final step lies in the view. d(loss)/d(top output) goes to dy
+ * (zero elsewhere). Returns the NLL sum of those pieces. */
+static double classifier(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *v, float *dy,
+                         float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const int top = cb->top, H = cb->hidden, C = cb->n_classes;
+  const float *y = top_output(cb);
+  int32_t *who = cb->class_pieces; /* the pieces whose final step is here, in order */
+  int n = 0;
+  for (int i = 0; i < v->n_pieces; i++) {
+    int64_t r = final_row(v, i);
+    if (r < 0) continue;
+    float *f = cb->features + (int64_t)n * top;
+    memcpy(f, y + r * top, (size_t)H * sizeof(float));
+    if (cb->directions == 2) memcpy(f + H, y + (int64_t)i * top + H, (size_t)H * sizeof(float));
+    who[n++] = i;
+  }
+  if (dy) memset(dy, 0, (size_t)(v->n_tokens * top) * sizeof(float));
+  if (n == 0) return 0.0;
+  float *logits = cb->class_logits;
+  fill_rows(logits, n, C, params + l->classifier_bias);
+  gemm_nt(n, C, top, cb->features, top, params + l->classifier_weight, top, logits, C, 1.0f);
+  double nll = 0.0;
+  for (int k = 0; k < n; k++) {
+    float *row = logits + (int64_t)k * C;
+    int label = v->labels[who[k]];
+    cb->correct += row_argmax(row, C) == label;
+    nll += softmax_and_gradient(row, C, label, grads ? weight : 0.0f);
+  }
+  if (!grads) return nll;
+  gemm_tn(C, top, n, logits, C, cb->features, top, grads + l->classifier_weight, top, 1.0f);
+  add_column_sums(grads + l->classifier_bias, logits, n, C);
+  gemm_nn(n, top, C, logits, C, params + l->classifier_weight, top, cb->d_features, top, 0.0f);
+  for (int k = 0; k < n; k++) {
+    int i = who[k];
+    const float *d = cb->d_features + (int64_t)k * top;
+    memcpy(dy + final_row(v, i) * top, d, (size_t)H * sizeof(float));
+    if (cb->directions == 2) memcpy(dy + (int64_t)i * top + H, d + H, (size_t)H * sizeof(float));
+  }
+  return nll;
+}
+
 /* --- backward ----------------------------------------------------------- */
 
 /* Scatter-adds dL/d(embedded input) into the embedding rows it came from. */
@@ -388,7 +457,8 @@ static void backward_layers(cpu_backend *cb, const float *params, float *grads, 
                             const rnnd_dropout *dr, const float **in) {
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b;
-  if (use_dropout) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
+  /* the classifier reads the top layer before the decoder's dropout */
+  if (use_dropout && !cb->classify) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
   for (int l = cb->layers - 1; l >= 0; l--) {
     int width = input_width(cb, l);
     for (int dir = 0; dir < cb->directions; dir++) {
@@ -459,7 +529,7 @@ static void backward_layers16(cpu_backend *cb, const float *params, float *grads
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b, *x = cb->layer_in[0], *out = cb->layer_out[0];
   round16(cb, d_out, T * cb->top);
-  if (use_dropout) {
+  if (use_dropout && !cb->classify) {
     dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
     round16(cb, d_out, T * cb->top);
   }
@@ -653,6 +723,7 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
                               const rnnd_dropout *dr, float loss_weight) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  cb->correct = 0;
   double nll;
   if (cb->segment && b->n_steps > cb->segment) {
     /* the saved gates are then those of the first segment, recomputed last */
@@ -669,11 +740,14 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
 static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
+  cb->correct = 0;
   double nll = cb->segment && b->n_steps > cb->segment ? eval_segmented(cb, params, b)
                                                        : run_whole(cb, params, NULL, b, NULL, 0.0f);
   end_batch(cb);
   return nll;
 }
+
+static int64_t cpu_last_correct(const rnnd_backend *be) { return ((const cpu_backend *)be)->correct; }
 
 static void cpu_carry_state(rnnd_backend *be, const float *state_in, float *state_out) {
   cpu_backend *cb = (cpu_backend *)be;
@@ -745,6 +819,10 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb->tail_dp);
   free(cb->tail_logits);
   free(cb->segment_offsets);
+  free(cb->features);
+  free(cb->d_features);
+  free(cb->class_logits);
+  free(cb->class_pieces);
   for (int l = 0; l < cb->layers; l++) {
     free(cb->boundary_h[l]);
     free(cb->boundary_c[l]);
@@ -755,7 +833,8 @@ static void cpu_destroy(rnnd_backend *be) {
 }
 
 static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,   cpu_activation_bytes,
-                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy, cpu_carry_state};
+                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy, cpu_carry_state,
+                                         cpu_last_correct};
 
 static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
@@ -846,6 +925,14 @@ static void allocate_buffers(cpu_backend *cb) {
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
   cb->grad_a = take(cb, T, widest, 0);
   cb->grad_b = take(cb, T, widest, 0);
+  if (cb->classify) {
+    cb->features = take(cb, B, cb->top, 0);
+    cb->d_features = take(cb, B, cb->top, 0);
+    cb->class_logits = take(cb, B, cb->n_classes, 0);
+    cb->class_pieces = RNND_ALLOC(int32_t, B, "classifier pieces");
+    if (cb->segment) allocate_segment_states(cb);
+    return; /* no vocabulary decoder */
+  }
   cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
   if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
   if (cb->decoder_rows > T) cb->decoder_rows = (int)T;
@@ -870,6 +957,8 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
   cb->top = s->hidden * s->directions;
   cb->gates = layout->gates;
   cb->storage = cap->storage;
+  cb->classify = s->task == RNND_TASK_CLASSIFY;
+  cb->n_classes = s->n_classes;
   cb->rows = cap->max_tokens;
   if (cap->bptt_segment > 0 && cap->bptt_segment < cap->max_steps) {
     RNND_ASSERT(s->directions == 1); /* the config refuses segments for bidirectional models */

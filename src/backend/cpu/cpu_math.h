@@ -1,5 +1,6 @@
 /* cpu_math.h — exp, sigmoid and tanh written so that the compiler can
- * vectorise the loops that call them (glibc's expf is a scalar call).
+ * vectorise the loops that call them (glibc's expf is a scalar call), and
+ * the row helpers the layers and heads share.
  *
  * exp: Cephes-style range reduction x = n ln2 + r, |r| <= ln2/2, a degree-6
  * polynomial for e^r and 2^n put into the exponent bits; relative error
@@ -43,6 +44,25 @@ static inline float fast_tanhf(float x) {
   float e = fast_expf(-2.0f * ax);
   float y = (1.0f - e) / (1.0f + e);
   return x < 0.0f ? -y : y;
+}
+
+/* Every row of dst[rows, width] = row (biases before a GEMM adds to them). */
+static inline void fill_rows(float *dst, int64_t rows, int width, const float *row) {
+  for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
+}
+
+/* dst[j] += sum over rows of m[i, j] (bias gradients). */
+static inline void add_column_sums(float *dst, const float *m, int64_t rows, int cols) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) dst[j] += m[i * cols + j];
+}
+
+/* Index of the largest value (the first of equals). */
+static inline int row_argmax(const float *row, int n) {
+  int best = 0;
+  for (int j = 1; j < n; j++)
+    if (row[j] > row[best]) best = j;
+  return best;
 }
 
 #endif

@@ -149,9 +149,6 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   }
 }
 
-static void fill_rows(float *dst, int64_t rows, int width, const float *row) {
-  for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
-}
 
 void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, float *out, int ldo,
                      cpu_rnn_saved *saved, cpu_rnn_scratch *s) {
@@ -281,10 +278,6 @@ static void gather_previous_states(const cpu_rnn_dir *d, const rnnd_batch *b, co
   }
 }
 
-static void add_column_sums(float *dst, const float *m, int64_t rows, int cols) {
-  for (int64_t i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) dst[j] += m[i * cols + j];
-}
 
 void cpu_rnn_backward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, const float *out,
                       int ldo, const float *dout, int lddo, const cpu_rnn_saved *saved, float *dx, int lddx,

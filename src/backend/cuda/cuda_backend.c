@@ -464,7 +464,7 @@ static void cuda_destroy(rnnd_backend *be) {
 /* cuDNN's RNN records no per-gate values we could read back (its reserve
  * space is opaque), so the CUDA backend offers no gate histograms. */
 static const rnnd_backend_ops cuda_ops = {"cuda", cuda_train_batch, cuda_eval_batch, cuda_activation_bytes,
-                                          cuda_workspace_bytes, NULL, cuda_destroy, NULL};
+                                          cuda_workspace_bytes, NULL, cuda_destroy, NULL, NULL};
 
 /* --- creation ------------------------------------------------------------- */
 
