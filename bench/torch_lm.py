@@ -61,6 +61,7 @@ CONFIG_KEYS = {
         "bidirectional": (bool, "false"),
         "dropout": (float, "0.0"),
         "tie_weights": (bool, "false"),
+        "task": (("lm",), "lm"),  # language models only here
         "decoder": (("softmax", "adaptive"), "softmax"),
         "cutoffs": (str, "2000,10000"),
         "div_value": (float, "4.0"),
@@ -73,6 +74,8 @@ CONFIG_KEYS = {
         "max_len": (int, "70"),
         "buckets": (str, "auto"),
         "num_buckets": (int, "8"),
+        "mode": (("pieces", "stream"), "pieces"),
+        "bptt": (int, "70"),
     },
     "train": {
         "device": (("auto", "cpu", "cuda"), "auto"),  # ignored: always CPU here
@@ -96,6 +99,7 @@ CONFIG_KEYS = {
         "weight_decay": (float, "0.0"),
         "momentum": (float, "0.0"),
         "clip_norm": (float, "0.5"),
+        "bptt_segment": (int, "0"),  # ignored: segments change the memory, not the gradients
         "log_every": (int, "50"),
         "eval_every": (int, "0"),
         "threads": (int, "0"),
@@ -114,10 +118,17 @@ CONFIG_KEYS = {
         "bucket_mb": (float, "25"),
         "grad_dtype": (("fp32", "fp16", "bf16", "auto"), "auto"),
         "check_every": (int, "100"),
+        "timeout_s": (float, "900"),
+    },
+    "metrics": {  # ignored: this script keeps no metrics file
+        "hist_every": (int, "100"),
     },
     "output": {  # ignored: this script saves only with --save
         "dir": (str, "runs/default"),
         "save_every": (int, "0"),
+        "checkpoint_every": (int, "0"),
+        "keep": (int, "3"),
+        "preempt_exit_code": (int, "0"),
     },
 }
 
@@ -211,6 +222,8 @@ def parse_command_line():
                    help="evaluate this model file on --data instead of training")
     p.add_argument("--data", metavar="SET.h5", help="data set for --eval-only-checkpoint")
     args = p.parse_args()
+    if args.c_dropout and args.config and "mode = stream" in open(args.config).read():
+        p.error("--c-dropout is for data.mode = pieces")
     if args.c_dropout and not args.match_rnn_dist:
         p.error("--c-dropout needs --match-rnn-dist (the masks are keyed by rnn_dist's piece ids)")
     if args.eval_only_checkpoint and not args.data:
@@ -304,6 +317,12 @@ class LanguageModel(nn.Module):
             x = self.run_layer(layer, x, packed_inputs.batch_sizes)
             x = x * masks(layer + 1, x.shape[1])
         return x
+
+    def forward_state(self, packed_inputs, hx):
+        """Stream mode: (decoder input, final state) from initial state hx."""
+        x = self.drop(self.embedding(packed_inputs.data))
+        out, state = self.rnn(PackedSequence(x, packed_inputs.batch_sizes, None, None), hx)
+        return self.drop(out.data), state
 
     def run_layer(self, layer, x, batch_sizes):
         """One layer of self.rnn (both directions) on packed data, no dropout."""
@@ -579,6 +598,59 @@ def c_init_parameters(model, seed):
 # ---------------------------------------------------------------------------
 
 
+def stream_windows(n_tokens, streams, bptt):
+    """rnn_dist's stream plan (src/data/stream.c): the tokens as `streams`
+    contiguous streams (the first n_tokens % streams one token longer);
+    yields, per window, the (starts, lengths) of the streams it reaches."""
+    base, longer = divmod(n_tokens, streams)
+    index = np.arange(streams)
+    starts = index * base + np.minimum(index, longer)
+    lengths = base + (index < longer)
+    for w in range(-(-int(lengths.max()) // bptt)):
+        window = np.clip(lengths - w * bptt, 0, bptt)
+        present = window > 0
+        yield starts[present] + w * bptt, window[present]
+
+
+def zero_state(model, streams):
+    h = torch.zeros(model.rnn.num_layers, streams, model.rnn.hidden_size)
+    return (h, h.clone()) if isinstance(model.rnn, nn.LSTM) else h
+
+
+def take_state(state, n):
+    """The carried state of the first n streams (the ones a window reaches)."""
+    if isinstance(state, tuple):
+        return tuple(s[:, :n].contiguous() for s in state)
+    return state[:, :n].contiguous()
+
+
+def put_state(state, new, n):
+    """Detached (truncated backpropagation) state after a window, first n streams."""
+    if isinstance(state, tuple):
+        return tuple(torch.cat([b.detach(), a[:, n:]], dim=1) for a, b in zip(state, new))
+    return torch.cat([new.detach(), state[:, n:]], dim=1)
+
+
+def stream_loss(model, ds, starts, lengths, state):
+    """Sum of target NLL of one window and the state after it."""
+    inputs, targets = make_batch(ds, starts, lengths)
+    n = len(starts)
+    y, new = model.forward_state(inputs, take_state(state, n))
+    return F.cross_entropy(model.decoder(y), targets, reduction="sum"), targets.numel(), put_state(state, new, n)
+
+
+def evaluate_stream(model, ds, streams, bptt):
+    model.eval()
+    state, total, count = zero_state(model, streams), 0.0, 0
+    with torch.no_grad():
+        for starts, lengths in stream_windows(len(ds.tokens), streams, bptt):
+            nll, n, state = stream_loss(model, ds, starts, lengths, state)
+            total += nll.double().item()
+            count += n
+    model.train()
+    return total / count, count
+
+
 def learning_rate(t, step, total):
     """Learning rate used for (0-based) step `step` of `total`."""
     lr, warmup = t["lr"], t["warmup_steps"]
@@ -649,6 +721,8 @@ def train(args, cfg):
     opt = make_optimizer(model, t)
     params = list(model.parameters())
 
+    if d["mode"] == "stream":
+        return train_stream(args, cfg, model, opt, params, train_set, eval_set)
     starts, lengths = train_set.pieces(d["max_len"])
     if args.match_rnn_dist:
         bounds = c_bucket_bounds(lengths, d["buckets"], d["num_buckets"])
@@ -718,6 +792,43 @@ def train(args, cfg):
         print("saved %s" % args.save)
     v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"])
     print("%s set %s" % (args.eval_set, eval_path))
+    print_eval(v, n)
+
+
+def train_stream(args, cfg, model, opt, params, train_set, eval_set):
+    """data.mode = stream: windows of global_batch streams, state carried."""
+    d, t = cfg["data"], cfg["train"]
+    windows = -(-(-(-len(train_set.tokens) // t["global_batch"])) // d["bptt"])
+    total = t["steps"] if t["steps"] > 0 else t["epochs"] * windows
+    print("train %s: %d tokens as %d streams, %d windows of <= %d steps an epoch; %d steps"
+          % (d["train"], len(train_set.tokens), t["global_batch"], windows, d["bptt"], total), flush=True)
+    step, epoch, t_log, log_loss, log_tokens = 0, 0, time.time(), 0.0, 0
+    while step < total:
+        state = zero_state(model, t["global_batch"])
+        for starts, lengths in stream_windows(len(train_set.tokens), t["global_batch"], d["bptt"]):
+            if step >= total:
+                break
+            lr = learning_rate(t, step, total)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            opt.zero_grad(set_to_none=True)
+            nll, n, state = stream_loss(model, train_set, starts, lengths, state)
+            (nll / n).backward()
+            if t["clip_norm"] > 0:
+                torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])
+            opt.step()
+            step += 1
+            log_loss, log_tokens = log_loss + nll.item(), log_tokens + n
+            if step % t["log_every"] == 0 or step == total:
+                mean, now = log_loss / log_tokens, time.time()
+                print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
+                      % (step, total, epoch, mean, math.exp(mean), log_tokens / (now - t_log), lr), flush=True)
+                t_log, log_loss, log_tokens = now, 0.0, 0
+        epoch += 1
+    if args.save:
+        save_model(model, args.save)
+    v, n = evaluate_stream(model, eval_set, t["eval_batch"], d["bptt"])
+    print("%s set %s (streams)" % (args.eval_set, d[args.eval_set]))
     print_eval(v, n)
 
 

@@ -10,6 +10,7 @@ set_tests_properties(checkpoint_resume PROPERTIES FIXTURES_REQUIRED bible LABELS
 
 add_test(NAME stream_mode_ranks_resume
          COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/ckpt/stream_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
-                 --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_WORK}/bible --work ${RNND_WORK}/stream_e2e)
-set_tests_properties(stream_mode_ranks_resume PROPERTIES FIXTURES_REQUIRED bible LABELS "ckpt;mpi;train" PROCESSORS 2
+                 --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_WORK}/bible --work ${RNND_WORK}/stream_e2e
+                 --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py)
+set_tests_properties(stream_mode_ranks_resume PROPERTIES FIXTURES_REQUIRED bible LABELS "ckpt;mpi;train;torch" PROCESSORS 2
                      TIMEOUT 600)

@@ -14,8 +14,12 @@ between windows, over ranks and across a resume.
   - without the carried state the same run ends elsewhere (the state
     matters: a resume that dropped it would be caught);
   - resuming a data.mode = pieces checkpoint in stream mode: one error
-    line naming the checkpoint, exit 2.
-usage: stream_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR"""
+    line naming the checkpoint, exit 2;
+  - PyTorch's classic recipe (bench/torch_lm.py in stream mode: the state
+    carried and detached between windows) from rnn_dist's initial weights,
+    without dropout: the same loss at every step (1e-4 relative) and the
+    same validation loss over streams, for GRU and LSTM.
+usage: stream_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR --torch-lm SCRIPT"""
 import os
 import shutil
 import subprocess
@@ -27,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from e2e_util import Checks, e2e_arguments, mpi_env, read_series  # noqa: E402
 
-a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"])
+a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work", "--torch-lm"])
 env = mpi_env()
 N, K = 14, 6
 # The bible's validation split as the training corpus: 16 streams of about
@@ -115,6 +119,28 @@ for cell in ["gru", "lstm"]:
                           f"1000x the resume's own difference)")
     else:
         check(False, f"{cell}: resume at 1 rank failed")
+
+# PyTorch's truncated-BPTT recipe, step by step.
+for cell in ["gru", "lstm"]:
+    out = os.path.join(a.work, f"{cell}_vs_torch")
+    extra = ["--set", f"model.cell={cell}", "--set", "model.dropout=0", "--set", "train.log_every=1",
+             "--set", f"data.valid={a.data}/test.h5", "--set", "train.eval_batch=4"]
+    r = run(0, out, extra)
+    if r.returncode:
+        check(False, f"{cell}: rnn_dist run for the PyTorch comparison failed")
+        continue
+    ours = losses(out)
+    valid = read_series(os.path.join(out, "metrics.h5"), "val")["loss"][-1]
+    t = subprocess.run(["/usr/bin/python3", a.torch_lm, os.path.join(out, "config.ini"), "--match-rnn-dist"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    theirs = [float(line.split()[5]) for line in t.stdout.splitlines() if line.startswith("step ")]
+    last = t.stdout.strip().splitlines()[-1].split() if t.stdout.strip() else []
+    torch_valid = float(last[1]) if len(last) >= 2 and last[0] == "loss" else float("nan")
+    worst = max((abs(x - y) / y for x, y in zip(ours, theirs)), default=float("inf"))
+    check(t.returncode == 0 and len(theirs) == N and worst < 1e-4,
+          f"{cell}: {N} stream steps, rnn_dist vs PyTorch's recipe: worst relative loss difference {worst:.1e}")
+    check(abs(valid - torch_valid) / torch_valid < 1e-4,
+          f"{cell}: validation over streams: rnn_dist {valid:.6f}, PyTorch {torch_valid:.6f}")
 
 # A checkpoint of a pieces-mode run resumed in stream mode.
 pieces = os.path.join(a.work, "pieces")
