@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < total; s++) {
     for (int k = 0; k < a.batch; k++) {
       int64_t seq = (int64_t)s * a.batch + k;
-      pieces[k] = (rnnd_piece){ds.offsets[seq], (int32_t)dataset_sequence_length(&ds, seq), seq};
+      pieces[k] = (rnnd_piece){.start = ds.offsets[seq], .length = (int32_t)dataset_sequence_length(&ds, seq), .id = seq};
     }
     double t0 = rnnd_now();
     batch_fill(&batch, &ds, pieces, a.batch);

@@ -61,7 +61,7 @@ CONFIG_KEYS = {
         "bidirectional": (bool, "false"),
         "dropout": (float, "0.0"),
         "tie_weights": (bool, "false"),
-        "task": (("lm",), "lm"),  # language models only here
+        "task": (("lm", "regress"), "lm"),  # regress: bench/torch_forecast.py
         "decoder": (("softmax", "adaptive"), "softmax"),
         "cutoffs": (str, "2000,10000"),
         "div_value": (float, "4.0"),
@@ -76,6 +76,7 @@ CONFIG_KEYS = {
         "num_buckets": (int, "8"),
         "mode": (("pieces", "stream"), "pieces"),
         "bptt": (int, "70"),
+        "target_last": (int, "0"),
     },
     "train": {
         "device": (("auto", "cpu", "cuda"), "auto"),  # ignored: always CPU here
@@ -697,6 +698,8 @@ def make_optimizer(model, t):
 
 def train(args, cfg):
     m, d, t = cfg["model"], cfg["data"], cfg["train"]
+    if m["task"] != "lm":
+        sys.exit("config: model.task = %s: use bench/torch_forecast.py" % m["task"])
     if not d["train"]:
         sys.exit("config: no training set (data.train or data.dir)")
     eval_path = d[args.eval_set]

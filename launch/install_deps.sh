@@ -2,8 +2,8 @@
 # install_deps.sh [--with-test-tools] — installs the Debian 12 packages that
 # rnn_dist needs and are missing (build tools, Open MPI, HDF5, OpenBLAS, and
 # for the test suite and reference checks Python with PyTorch, h5py, numpy,
-# matplotlib, clang with libFuzzer and valgrind; bible-kjv for the embedded
-# default corpus). Runs apt-get only
+# matplotlib, clang with libFuzzer and valgrind, R for the forecasting
+# example's sunspot series; bible-kjv for the embedded default corpus). Runs apt-get only
 # when something is missing; uses sudo when not root.
 set -euo pipefail
 
@@ -11,7 +11,8 @@ packages=(build-essential cmake ninja-build pkg-config bc
           libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev
           bible-kjv)
 if [ "${1:-}" = "--with-test-tools" ]; then
-  packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch clang libclang-rt-14-dev valgrind)
+  packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch clang libclang-rt-14-dev valgrind
+             r-base-core)
 fi
 
 missing=()

@@ -27,7 +27,7 @@ typedef struct {
 
 static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const decoder_names[] = {"softmax", "adaptive", NULL};
-static const char *const task_names[] = {"lm", "classify", NULL};
+static const char *const task_names[] = {"lm", "classify", "regress", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
 static const char *const data_mode_names[] = {"pieces", "stream", NULL};
@@ -44,7 +44,7 @@ static const config_key config_keys[] = {
     {"model", "bidirectional", KEY_BOOL, AT(model.bidirectional), "false", 0, 1, NULL, "add a reverse direction to every layer (sees the future: not for language modelling)"},
     {"model", "dropout", KEY_DOUBLE, AT(model.dropout), "0.0", 0, 0.95, NULL, "dropout on embeddings, between layers and before the decoder"},
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
-    {"model", "task", KEY_ENUM, AT(model.task), "lm", 0, 0, task_names, "lm: predict every next token (decoder over the vocabulary); classify: one label per sequence (classifier.weight/bias on the top layer's final hidden state, both directions; data with /labels from rnn_prep --labels)"},
+    {"model", "task", KEY_ENUM, AT(model.task), "lm", 0, 0, task_names, "lm: predict every next token (decoder over the vocabulary); classify: one label per sequence (classifier.weight/bias on the top layer's final hidden state, both directions; data with /labels from rnn_prep --labels); regress: forecast the next step's real-valued features (input.weight/bias in place of the embedding, MSE; data from rnn_prep --csv)"},
     {"model", "decoder", KEY_ENUM, AT(model.decoder), "softmax", 0, 0, decoder_names, "output layer: softmax (full) or adaptive (exact adaptive softmax, torch.nn.AdaptiveLogSoftmaxWithLoss; needs frequency-sorted ids, as rnn_prep writes)"},
     {"model", "cutoffs", KEY_STRING, AT(model.cutoffs), "2000,10000", 0, 0, NULL, "adaptive: ascending cutoffs < vocab size: the head's shortlist, then where each tail cluster ends"},
     {"model", "div_value", KEY_DOUBLE, AT(model.div_value), "4.0", 1.0, 1e6, NULL, "adaptive: tail cluster i projects to (hidden x directions) / div_value^(i+1) units"},
@@ -57,6 +57,7 @@ static const config_key config_keys[] = {
     {"data", "buckets", KEY_STRING, AT(data.buckets), "auto", 0, 0, NULL, "length buckets: auto (length quantiles) or ascending upper bounds, e.g. 10,20,40,70"},
     {"data", "num_buckets", KEY_INT, AT(data.num_buckets), "8", 1, 1024, NULL, "bucket count when buckets = auto"},
     {"data", "mode", KEY_ENUM, AT(data.mode), "pieces", 0, 0, data_mode_names, "pieces: every sequence from a zero state, cut at max_len, length buckets; stream: the corpus as global_batch (eval_batch) token streams in windows of data.bptt steps, state carried between windows (truncated BPTT)"},
+    {"data", "target_last", KEY_INT, AT(data.target_last), "0", 0, 1 << 30, NULL, "regress: windows of max_len steps, k apart, each scoring only its last k steps (the earlier ones warm the state up), so every step after a series' first max_len - k is scored once; 0 = pieces scoring every step"},
     {"data", "bptt", KEY_INT, AT(data.bptt), "70", 1, 1 << 20, NULL, "stream mode: steps per window (gradients stop at window starts)"},
 
     {"train", "device", KEY_ENUM, AT(train.device), "auto", 0, 0, device_names, "auto (CUDA if built and a GPU is visible), cpu or cuda"},
@@ -350,11 +351,14 @@ void config_finalize(rnnd_config *cfg) {
     rnnd_input_error("config: train.bptt_segment = %d needs a unidirectional model (model.bidirectional = false): "
                      "a reverse direction would need its own segments from the other end",
                      cfg->train.bptt_segment);
-  if (cfg->model.task == RNND_TASK_CLASSIFY && (cfg->model.tie_weights || cfg->model.decoder != RNND_DECODER_SOFTMAX))
-    rnnd_input_error("config: model.task = classify has no vocabulary decoder: set model.tie_weights = false and "
-                     "model.decoder = softmax");
+  if (cfg->model.task != RNND_TASK_LM && (cfg->model.tie_weights || cfg->model.decoder != RNND_DECODER_SOFTMAX))
+    rnnd_input_error("config: model.task = %s has no vocabulary decoder: set model.tie_weights = false and "
+                     "model.decoder = softmax", task_names[cfg->model.task]);
   if (cfg->model.task == RNND_TASK_CLASSIFY && cfg->data.mode == RNND_DATA_STREAM)
     rnnd_input_error("config: model.task = classify needs whole sequences (data.mode = pieces)");
+  if (cfg->data.target_last && (cfg->model.task != RNND_TASK_REGRESS || cfg->data.mode == RNND_DATA_STREAM))
+    rnnd_input_error("config: data.target_last = %d is for model.task = regress with data.mode = pieces (streams "
+                     "score every step)", cfg->data.target_last);
   if (cfg->data.mode == RNND_DATA_STREAM && cfg->model.bidirectional)
     rnnd_input_error("config: data.mode = stream needs a unidirectional model (model.bidirectional = false): a "
                      "carried state only runs forward");

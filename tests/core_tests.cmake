@@ -29,6 +29,7 @@ foreach(cell gru lstm)
     foreach(dir uni bi)
       list(APPEND grad_files ${RNND_FIXTURES}/classify_${cell}_l${layers}_${dir}.h5)
     endforeach()
+    list(APPEND grad_files ${RNND_FIXTURES}/regress_${cell}_l${layers}.h5)
   endforeach()
 endforeach()
 # One thread, and two (the recurrent loop then splits hidden units).
@@ -157,3 +158,13 @@ set_tests_properties(cli_error.valid_other_vocab cli_error.buckets_descending cl
 add_test(NAME help_lists_everything COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/check_help.py ${RD}
          ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/configs)
 set_tests_properties(help_lists_everything PROPERTIES LABELS "config")
+
+# Forecasting (model.task = regress) on R's monthly sunspots, against the
+# naive forecast and bench/torch_forecast.py. Needs Rscript (skips without).
+add_test(NAME forecast_sunspots
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/forecast_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --rnn-prep $<TARGET_FILE:rnn_prep> --torch-forecast ${PROJECT_SOURCE_DIR}/bench/torch_forecast.py
+                 --config ${PROJECT_SOURCE_DIR}/configs/sunspots_lstm.ini --work ${RNND_WORK}/forecast_e2e
+                 --bible ${RNND_WORK}/bible)
+set_tests_properties(forecast_sunspots PROPERTIES FIXTURES_REQUIRED bible LABELS "train;torch" SKIP_RETURN_CODE 77
+                     TIMEOUT 900)

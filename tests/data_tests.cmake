@@ -103,7 +103,7 @@ rnnd_reader_error(float_tokens [=[/tokens has floating point type, expected inte
 rnnd_reader_error(format_version2
   [=[format_version 2 is newer than this program supports \(1\)]=])
 rnnd_reader_error(no_format_version [=[missing root attribute format_version]=])
-rnnd_reader_error(wrong_format [=[attribute format is "something-else", expected "rnn_dist-lm"]=])
+rnnd_reader_error(wrong_format [=[attribute format is "something-else", expected "rnn_dist-lm" or "rnn_dist-series"]=])
 rnnd_reader_error(no_vocab_size [=[missing root attribute vocab_size]=])
 # (".0" stands for "[0": an unbalanced bracket would break CMake's list splitting)
 rnnd_reader_error(eos_out_of_range [=[eos_id 10 is outside .0, vocab_size 10\)]=])

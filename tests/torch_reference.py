@@ -25,6 +25,7 @@ Written files:
   grad_gru_l2_uni_untied_maxlen4.h5                  (max_len 4: cut pieces)
   adam_gru.h5, adam_lstm.h5                          (20 Adam steps)
   classify_{gru,lstm}_l{1,2}_{uni,bi}.h5             (model.task = classify)
+  regress_{gru,lstm}_l{1,2}.h5                       (model.task = regress)
 
 The classify fixtures add /labels, /label_names and n_classes to the data
 set, and their model is nn.Embedding -> nn.GRU/nn.LSTM ->
@@ -325,6 +326,75 @@ def write_classify_case(path, cell, layers, bi, seed, n_classes=5):
     return loss.item(), len(lengths)
 
 
+class Forecaster(nn.Module):
+    """input = nn.Linear(F, E) -> GRU/LSTM -> decoder = nn.Linear(H, F)."""
+
+    def __init__(self, cell, features, embed, hidden, layers):
+        super().__init__()
+        self.input = nn.Linear(features, embed)
+        self.rnn = (nn.GRU if cell == "gru" else nn.LSTM)(embed, hidden, num_layers=layers)
+        self.decoder = nn.Linear(hidden, features)
+
+    def forward(self, x, lengths):
+        """x [T, B, F] padded, lengths [B]: predictions [T, B, F]."""
+        packed = pack_padded_sequence(self.input(x), lengths, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=x.shape[0])
+        return self.decoder(out)
+
+
+def write_regress_case(path, cell, layers, seed, features=3):
+    """Series of uneven lengths (2 to 13 steps); every (step, next step) pair
+    is scored; the loss is the mean over pairs of the mean squared error
+    over the features, in normalised units."""
+    rng = np.random.default_rng(seed)
+    steps = [6, 2, 13, 4, 9, 3]
+    rng.shuffle(steps)
+    values = rng.normal(size=(sum(steps), features)).astype(np.float32) * np.array([1.0, 5.0, 0.2], np.float32)
+    values += np.array([0.0, 10.0, -3.0], np.float32)
+    offsets = np.concatenate([[0], np.cumsum(steps)]).astype(np.int64)
+    mean, std = values.mean(axis=0), values.std(axis=0)
+    hidden, embed = 9, 7
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "rnn_dist-series"
+        f.attrs.create("format_version", np.int32(1))
+        f.attrs.create("n_features", np.int32(features))
+        f.attrs.create("max_len", np.int32(NO_CUT))
+        f.create_dataset("values", data=values)
+        f.create_dataset("offsets", data=offsets)
+        f.create_dataset("mean", data=mean.astype(np.float32))
+        f.create_dataset("std", data=std.astype(np.float32))
+        f.create_dataset("feature_names", data=np.array(["f%d" % i for i in range(features)], dtype=object),
+                         dtype=h5py.string_dtype("utf-8"))
+        torch.manual_seed(seed)
+        model = Forecaster(cell, features, embed, hidden, layers)
+        spec = dict(cell=cell, layers=layers, embed=embed, hidden=hidden, bi=False, tie=False)
+        state32 = write_model(f, model, spec)
+        f["model"].attrs.create("vocab_size", np.int32(0))
+        f["model"].attrs["task"] = "regress"
+        f["model"].attrs.create("n_features", np.int32(features))
+        model = model.double()
+        model.load_state_dict({k: torch.from_numpy(v).double() for k, v in state32.items()})
+        norm = (values.astype(np.float64) - mean.astype(np.float32)) / std.astype(np.float32)
+        series = [norm[offsets[i]:offsets[i + 1]] for i in range(len(steps))]
+        longest = max(len(x) for x in series) - 1
+        x = torch.zeros(longest, len(series), features, dtype=torch.float64)
+        y = torch.zeros_like(x)
+        mask = torch.zeros(longest, len(series), dtype=torch.float64)
+        for i, v in enumerate(series):
+            n = len(v) - 1
+            x[:n, i], y[:n, i], mask[:n, i] = torch.from_numpy(v[:-1]), torch.from_numpy(v[1:]), 1.0
+        pred = model(x, torch.tensor([len(v) - 1 for v in series]))
+        loss = (((pred - y) ** 2).mean(dim=2) * mask).sum() / mask.sum()
+        loss.backward()
+        ref = f.create_group("reference")
+        ref.create_dataset("loss", data=np.float64(loss.item()))
+        grads = ref.create_group("grad")
+        for name in model.state_dict():
+            grads.create_dataset(name, data=model.get_parameter(name).grad.detach().numpy().astype(np.float64))
+    return loss.item(), len(steps)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for the fixture files (created)")
@@ -371,7 +441,11 @@ def main():
                 name = "classify_%s_l%d_%s.h5" % (cell, layers, "bi" if bi else "uni")
                 loss, n_seq = write_classify_case(os.path.join(args.out, name), cell, layers, bi, seed)
                 print("%-38s loss %.6f sequences %d" % (name, loss, n_seq))
-    print("wrote 29 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
+    for i, (cell, layers) in enumerate([("gru", 1), ("gru", 2), ("lstm", 1), ("lstm", 2)]):
+        name = "regress_%s_l%d.h5" % (cell, layers)
+        loss, n_series = write_regress_case(os.path.join(args.out, name), cell, layers, 600 + i)
+        print("%-38s loss %.6f series %d" % (name, loss, n_series))
+    print("wrote 33 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,21 @@ typedef struct {
 
 typedef struct rnnd_backend rnnd_backend;
 
+/* Head measurements of a batch, summed over its pieces. */
+typedef struct {
+  int64_t correct;     /* classify: pieces whose label scored highest */
+  double sq_error;     /* regress: sum of squared errors in original units */
+  double abs_error;    /* regress: sum of absolute errors in original units */
+  int64_t values;      /* regress: scored rows x features */
+} rnnd_head_stats;
+
 typedef struct {
   const char *name;
   /* Adds loss_weight * d(sum of target NLL)/d(params) into grads and returns
    * the sum of target NLL (in double). model.task = classify: the targets
-   * are the pieces' labels (batch.labels), one per piece. */
+   * are the pieces' labels (batch.labels), one per piece. regress: the
+   * "NLL" of a scored row is its squared error averaged over the features
+   * (normalised units), so the loss is the MSE. */
   double (*train_batch)(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
                         const rnnd_dropout *dropout, float loss_weight);
   /* Sum of target NLL without dropout. */
@@ -52,9 +62,9 @@ typedef struct {
    * gradient stops at state_in (truncated backpropagation). One call covers
    * one batch; unidirectional models only. */
   void (*carry_state)(rnnd_backend *be, const float *state_in, float *state_out);
-  /* model.task = classify: pieces of the last train/eval batch whose label
-   * scored highest (NULL where the task is not supported). */
-  int64_t (*last_correct)(const rnnd_backend *be);
+  /* What the last train/eval batch's head measured besides the loss
+   * (NULL where the tasks that need it are not supported). */
+  void (*last_stats)(const rnnd_backend *be, rnnd_head_stats *out);
 } rnnd_backend_ops;
 
 /* Floats in one piece's carried state (see carry_state). */

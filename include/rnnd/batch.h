@@ -22,6 +22,7 @@ typedef struct {
   int64_t start;   /* index in dataset tokens of the first target */
   int32_t length;  /* targets in the piece, >= 1 */
   int64_t id;      /* stable piece id (position in the piece list); keys dropout */
+  int32_t scored;  /* time series: the last `scored` rows count in the loss (0: all) */
 } rnnd_piece;
 
 typedef struct {
@@ -40,12 +41,21 @@ typedef struct {
   int32_t *targets;       /* [n_tokens] packed */
   int32_t *positions;     /* [n_tokens] time index within the piece (for dropout keys) */
   int32_t *labels;        /* [n_pieces] classification: class of each piece (batch_fill_labels) */
+  /* Time series (batch_init_series): a row is a pair (step s -> s + 1) */
+  int n_features;         /* 0: a token batch */
+  float *series_in;       /* [n_tokens, n_features] normalised input step */
+  float *series_target;   /* [n_tokens, n_features] normalised next step */
+  uint8_t *scored;        /* [n_tokens] 1: the row counts in the loss */
+  int64_t n_scored;
+  const float *series_std; /* the data set's per-feature std (borrowed): errors in original units */
 } rnnd_batch;
 
 void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens);
 /* Packs `count` pieces of `ds` (any order; sorted here, stable by id). */
 void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count);
 void batch_free(rnnd_batch *b);
+/* Adds the time-series buffers (for data sets with n_features > 0). */
+void batch_init_series(rnnd_batch *b, int n_features);
 /* Classification: labels[i] = ds->labels[pieces[i].id]; the pieces must be
  * whole sequences (sampler option whole_sequences: id = sequence index). */
 void batch_fill_labels(rnnd_batch *b, const rnnd_dataset *ds);

@@ -22,8 +22,9 @@ typedef enum {
  * exact adaptive softmax of Grave et al. 2017 (nn.AdaptiveLogSoftmaxWithLoss). */
 typedef enum { RNND_DECODER_SOFTMAX = 0, RNND_DECODER_ADAPTIVE = 1 } rnnd_decoder;
 /* lm: next-token language model; classify: one label per sequence from
- * the final hidden state (docs/tasks.md) */
-typedef enum { RNND_TASK_LM = 0, RNND_TASK_CLASSIFY = 1 } rnnd_task;
+ * the final hidden state; regress: next-step forecasting of real-valued
+ * features (docs/tasks.md) */
+typedef enum { RNND_TASK_LM = 0, RNND_TASK_CLASSIFY = 1, RNND_TASK_REGRESS = 2 } rnnd_task;
 /* pieces: sequences from zero states in length buckets; stream: stream.h */
 typedef enum { RNND_DATA_PIECES = 0, RNND_DATA_STREAM = 1 } rnnd_data_mode;
 typedef enum { RNND_DEVICE_AUTO = 0, RNND_DEVICE_CPU = 1, RNND_DEVICE_CUDA = 2 } rnnd_device;
@@ -52,6 +53,7 @@ typedef struct {
   int num_buckets; /* bucket count for "auto" */
   int mode;        /* rnnd_data_mode */
   int bptt;        /* stream mode: steps per window */
+  int target_last; /* regress: score only the last k steps of each piece (0: all) */
 } rnnd_data_config;
 
 typedef struct {

@@ -7,7 +7,9 @@
  * eos/unk ids in range; at least one sequence; for classification sets one
  * label per sequence below n_classes) and reports bad files with one
  * line naming the file and the offending dataset, index or attribute (exit 2).
- * The caller owns the result and releases it with dataset_free(). */
+ * Time series (rnn_dist-series, docs/formats.md) load into the same struct
+ * (see n_features). The caller owns the result and releases it with
+ * dataset_free(). */
 #ifndef RNND_DATASET_H
 #define RNND_DATASET_H
 
@@ -25,6 +27,20 @@ typedef struct {
   char **vocab;      /* vocab_size words in id order; NULL unless loaded with words */
   int32_t *labels;   /* classification sets: one class id per sequence; NULL otherwise */
   int32_t n_classes; /* classes named by /label_names (0 without labels) */
+  /* Time series (format rnn_dist-series, model.task = regress): n_steps
+   * rows of n_features values, series i spanning rows
+   * series_offsets[i] .. series_offsets[i+1]. The trainer works on
+   * (input, target) pairs, row s -> row s + 1 within a series: then
+   * n_tokens counts pairs, offsets are the series' pair offsets, tokens is
+   * NULL and pair p's input row is input_row[p]. mean/std: per feature,
+   * from the training set (rnn_prep --csv); inputs and targets are
+   * normalised with them. */
+  int32_t n_features; /* 0: a token data set */
+  int64_t n_steps;
+  float *values;      /* [n_steps, n_features] in original units */
+  int64_t *series_offsets;
+  int64_t *input_row; /* [n_tokens] */
+  float *mean, *std;  /* [n_features] */
 } rnnd_dataset;
 
 /* Loads and validates PATH. With load_vocab != 0 the /vocab strings are read too. */

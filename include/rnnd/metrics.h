@@ -11,9 +11,11 @@
  *           growth_tracker, underflow (mixed precision), ppl, tokens_per_s,
  *           param_norm, update_ratio, memory_bytes, accuracy (model.task =
  *           classify: share of the batch's sequences predicted right; NaN
- *           for language models)
+ *           for language models), rmse (model.task = regress: in original
+ *           units; NaN otherwise)
  *   /val/<series>, /test/<series>  one value per evaluation: step, loss,
- *           ppl, tokens (sequences for classify), accuracy (NaN for lm)
+ *           ppl, tokens (sequences for classify, scored steps for regress),
+ *           accuracy (NaN unless classify), rmse and mae (NaN unless regress)
  *   /hist/step, /hist/l<L>_<gate>  every metrics.hist_every steps, the
  *           histogram of each gate's values (after its sigmoid/tanh) of
  *           layer L over that step's batch: rows of `bins` counts on
@@ -48,6 +50,7 @@ typedef struct {
   double update_ratio;    /* |update| / |weights| */
   int64_t memory_bytes;   /* bytes held (allocated once: the peak) */
   double accuracy;        /* classify; NaN otherwise */
+  double rmse;            /* regress: of the global batch, original units; NaN otherwise */
 } rnnd_step_metrics;
 
 typedef struct {
@@ -55,6 +58,7 @@ typedef struct {
   double loss, ppl;
   int64_t tokens;
   double accuracy;        /* classify; NaN otherwise */
+  double rmse, mae;       /* regress (original units); NaN otherwise */
 } rnnd_eval_metrics;
 
 typedef struct {

@@ -34,6 +34,9 @@ typedef struct {
    * the final hidden state, in place of the decoder. */
   int task;
   int n_classes;
+  /* regress: input = nn.Linear(n_features, E) in place of the embedding
+   * (vocab_size 0) and decoder = nn.Linear(H * dirs, n_features). */
+  int n_features;
   /* The output layer (rnnd_decoder). Adaptive (torch.nn.AdaptiveLogSoftmaxWithLoss,
    * head_bias = False): the head scores the cutoffs[0] most frequent ids and
    * one entry per tail cluster; cluster i holds ids cutoffs[i] ..
@@ -67,6 +70,7 @@ typedef struct {
   size_t embedding_weight;         /* offsets */
   size_t decoder_weight, decoder_bias; /* full softmax */
   size_t classifier_weight, classifier_bias; /* classify: [n_classes, top], [n_classes] */
+  size_t input_weight, input_bias;           /* regress: [embed, n_features], [embed] */
   size_t head_weight;                 /* adaptive: decoder.head.weight [cutoffs[0] + n_clusters, top] */
   size_t tail_proj[RNND_MAX_CLUSTERS]; /* decoder.tail.i.0.weight [tail_hidden[i], top] */
   size_t tail_out[RNND_MAX_CLUSTERS];  /* decoder.tail.i.1.weight [cluster size, tail_hidden[i]] */
@@ -78,7 +82,7 @@ typedef struct {
 /* Exits with a config error naming model.cutoffs / model.div_value when the
  * adaptive decoder does not fit the vocabulary. */
 void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *cfg, int vocab_size);
-/* "lm" or "classify". */
+/* "lm", "classify" or "regress". */
 const char *model_task_name(int task);
 /* Adaptive decoder: fills cutoffs, n_clusters and tail_hidden from the
  * cutoffs text ("2000,10000") and div_value; returns NULL or what is wrong. */

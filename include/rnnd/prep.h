@@ -22,6 +22,7 @@ typedef struct {
   int64_t max_vocab; /* total entries including <eos>/<unk>; 0 = unlimited, else >= 2 */
   int lowercase;     /* ASCII-lowercase all text before counting */
   int labels;        /* lines are "LABEL<TAB>w1 .. wn": also write /labels and /label_names */
+  int csv;           /* the files are CSV time series: write rnn_dist-series data sets */
 } rnnd_prep_options;
 
 /* Parses the command line (argv[0] is the program). Returns 1 when --help was
@@ -31,5 +32,8 @@ int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv);
 
 /* Writes OUT_DIR/train.h5, valid.h5 and (if set) test.h5 and prints a summary. */
 void prep_run(const rnnd_prep_options *opt);
+/* The same for --csv (prep_csv.c): a header of column names, a row per
+ * step, every column a feature except an optional series_id. */
+void prep_csv_run(const rnnd_prep_options *opt);
 
 #endif

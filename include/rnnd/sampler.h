@@ -37,6 +37,10 @@ typedef struct {
    * inputs w1 .. wn and id = its index (so batch_fill_labels finds its
    * label); a sequence of more than max_len words is an input error */
   int whole_sequences;
+  /* forecasting (data.target_last = k > 0): overlapping windows of max_len
+   * rows, k apart, each scoring its last k rows (piece.scored), so every
+   * row after a series' first max_len - k is scored exactly once */
+  int window_stride;
 } rnnd_sampler_options;
 
 typedef struct {
@@ -48,6 +52,7 @@ typedef struct {
   uint64_t seed;
   int shuffle;
   int whole_sequences;
+  int window_stride;
   int n_buckets;
   int32_t *bucket_upper;    /* [n_buckets] inclusive upper length bound */
   /* the current epoch's plan */

@@ -26,8 +26,8 @@
 
 typedef struct {
   double nll_sum;
-  int64_t tokens;  /* what the NLL sums over: target tokens, or sequences (classify) */
-  int64_t correct; /* classify: sequences whose label scored highest */
+  int64_t tokens;  /* what the NLL sums over: target tokens, sequences (classify), scored steps (regress) */
+  rnnd_head_stats head; /* accuracy and forecast errors, summed over the ranks */
 } rnnd_eval_result;
 
 /* Mean NLL over every target token of ds (pieces of the sampler's max_len,
@@ -47,6 +47,7 @@ typedef struct {
   rnnd_sampler sampler;
   rnnd_stream_state stream; /* data.mode = stream */
   double accuracy;          /* classify: of the last evaluation */
+  double rmse, mae;         /* regress: of the last evaluation, original units */
   int present;
 } rnnd_eval_set;
 
@@ -57,6 +58,7 @@ typedef struct {
   rnnd_sampler train_sampler;
   int stream_mode;           /* data.mode = stream: windows of streams, state carried */
   int classify;              /* model.task = classify: one label per sequence */
+  int regress;               /* model.task = regress: next-step forecasting of a time series */
   rnnd_stream_state stream;  /* stream mode: this rank's training streams */
   rnnd_eval_set valid, test;
   rnnd_layout layout;
@@ -107,7 +109,7 @@ typedef struct {
   double nll;        /* summed over the global batch */
   int64_t tokens;    /* targets in the global batch (input tokens for classify) */
   int64_t examples;  /* what the loss averages over: tokens, or sequences (classify) */
-  int64_t correct;   /* classify: sequences of the global batch predicted right */
+  rnnd_head_stats head; /* classify: sequences predicted right; regress: errors in original units */
   double grad_norm;  /* of the unscaled gradient, before clipping; inf/NaN when skipped */
   double lr;
   double imbalance;  /* max/mean tokens over ranks */

@@ -28,6 +28,9 @@ void batch_free(rnnd_batch *b) {
   free(b->targets);
   free(b->positions);
   free(b->labels);
+  free(b->series_in);
+  free(b->series_target);
+  free(b->scored);
   memset(b, 0, sizeof *b);
 }
 
@@ -35,6 +38,25 @@ static int longer_first(const void *pa, const void *pb) {
   const rnnd_piece *a = pa, *b = pb;
   if (a->length != b->length) return a->length > b->length ? -1 : 1;
   return (a->id > b->id) - (a->id < b->id);
+}
+
+void batch_init_series(rnnd_batch *b, int n_features) {
+  b->n_features = n_features;
+  b->series_in = RNND_ALLOC(float, b->max_tokens * n_features, "batch series inputs");
+  b->series_target = RNND_ALLOC(float, b->max_tokens * n_features, "batch series targets");
+  b->scored = RNND_ALLOC(uint8_t, b->max_tokens, "batch scored rows");
+}
+
+/* A time-series row: pair p's normalised input and target steps. */
+static void fill_series_row(rnnd_batch *b, const rnnd_dataset *ds, int64_t row, int64_t p, int scored) {
+  const int F = ds->n_features;
+  const float *x = ds->values + ds->input_row[p] * F;
+  for (int f = 0; f < F; f++) {
+    b->series_in[row * F + f] = (x[f] - ds->mean[f]) / ds->std[f];
+    b->series_target[row * F + f] = (x[F + f] - ds->mean[f]) / ds->std[f];
+  }
+  b->scored[row] = (uint8_t)scored;
+  b->n_scored += scored;
 }
 
 void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count) {
@@ -54,13 +76,23 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
   }
   b->n_tokens = b->step_offsets[b->n_steps];
   RNND_ASSERT(b->n_tokens <= b->max_tokens);
+  if (ds->n_features) {
+    RNND_ASSERT(b->n_features == ds->n_features);
+    b->series_std = ds->std;
+    b->n_scored = 0;
+  }
   for (int i = 0; i < count; i++) {
     const rnnd_piece *p = &b->pieces[i];
     for (int t = 0; t < p->length; t++) {
       int64_t row = b->step_offsets[t] + i, at = p->start + t;
+      b->positions[row] = t;
+      if (ds->n_features) {
+        b->inputs[row] = b->targets[row] = 0;
+        fill_series_row(b, ds, row, at, !p->scored || t >= p->length - p->scored);
+        continue;
+      }
       b->targets[row] = ds->tokens[at];
       b->inputs[row] = at > 0 ? ds->tokens[at - 1] : ds->eos_id;
-      b->positions[row] = t;
     }
   }
 }
@@ -89,5 +121,10 @@ void batch_step_view(const rnnd_batch *b, int t0, int t1, int64_t *offsets, rnnd
                        .inputs = b->inputs + row0,
                        .targets = b->targets + row0,
                        .positions = b->positions + row0,
-                       .labels = b->labels};
+                       .labels = b->labels,
+                       .n_features = b->n_features,
+                       .series_in = b->series_in ? b->series_in + row0 * b->n_features : NULL,
+                       .series_target = b->series_target ? b->series_target + row0 * b->n_features : NULL,
+                       .scored = b->scored ? b->scored + row0 : NULL,
+                       .series_std = b->series_std};
 }

@@ -5,6 +5,7 @@
 #include "rnnd/dataset.h"
 
 #include <errno.h>
+#include <math.h>
 #include <hdf5.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "rnnd/common.h"
 
 #define FORMAT_NAME "rnn_dist-lm"
+#define SERIES_FORMAT_NAME "rnn_dist-series"
 #define FORMAT_VERSION 1
 
 /* Fails with "PATH: WHAT" when an HDF5 call returned a negative status. */
@@ -186,21 +188,24 @@ static void read_string_attribute(hid_t file, const char *path, const char *name
   CHECK_H5(H5Aclose(attr), path, "cannot close %s", what);
 }
 
-static void check_format(hid_t file, const char *path) {
+/* Returns 1 for a time-series file, 0 for a token data set. */
+static int check_format(hid_t file, const char *path) {
   char name[64];
   read_string_attribute(file, path, "format", name, sizeof name);
-  if (strcmp(name, FORMAT_NAME) != 0)
-    fail_at(path, "attribute format is \"%s\", expected \"%s\"", name, FORMAT_NAME);
+  int series = strcmp(name, SERIES_FORMAT_NAME) == 0;
+  if (!series && strcmp(name, FORMAT_NAME) != 0)
+    fail_at(path, "attribute format is \"%s\", expected \"%s\" or \"%s\"", name, FORMAT_NAME,
+            SERIES_FORMAT_NAME);
   int32_t version = read_int_attribute(file, path, "format_version");
   if (version > FORMAT_VERSION)
     fail_at(path, "format_version %d is newer than this program supports (%d)", (int)version,
             FORMAT_VERSION);
   if (version < 1) fail_at(path, "format_version %d is invalid (must be 1)", (int)version);
+  return series;
 }
 
 static void read_header(rnnd_dataset *ds, hid_t file) {
   const char *path = ds->path;
-  check_format(file, path);
   ds->vocab_size = read_int_attribute(file, path, "vocab_size");
   ds->eos_id = read_int_attribute(file, path, "eos_id");
   ds->unk_id = read_int_attribute(file, path, "unk_id");
@@ -344,11 +349,93 @@ static void read_vocab(rnnd_dataset *ds, hid_t file) {
 
 /* ---- public ----------------------------------------------------------- */
 
+/* ---- time series ------------------------------------------------------ */
+
+/* A float32 vector of exactly n values (mean, std). */
+static void read_floats(rnnd_dataset *ds, hid_t file, const char *name, float *out, hsize_t n) {
+  hsize_t got = 0;
+  hid_t dset = open_vector(file, ds->path, name, H5T_FLOAT, "floats", &got);
+  if (got != n) fail_at(ds->path, "/%s has %llu values, expected n_features = %llu", name, (unsigned long long)got,
+                        (unsigned long long)n);
+  CHECK_H5(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), ds->path, "cannot read /%s", name);
+  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /%s", name);
+}
+
+/* /values [n_steps, n_features] float: the shape and every value checked. */
+static void read_values(rnnd_dataset *ds, hid_t file) {
+  const char *path = ds->path;
+  if (H5Lexists(file, "values", H5P_DEFAULT) <= 0) fail_at(path, "missing dataset /values");
+  hid_t dset = H5Dopen2(file, "values", H5P_DEFAULT);
+  CHECK_H5(dset, path, "/values is not a dataset");
+  hid_t space = H5Dget_space(dset);
+  CHECK_H5(space, path, "cannot read the shape of /values");
+  hsize_t dims[2] = {0, 0};
+  if (H5Sget_simple_extent_ndims(space) != 2) fail_at(path, "/values must be 2-D [steps, features]");
+  CHECK_H5(H5Sget_simple_extent_dims(space, dims, NULL), path, "cannot read the shape of /values");
+  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /values");
+  if ((int64_t)dims[1] != ds->n_features)
+    fail_at(path, "/values has %llu columns but n_features is %d", (unsigned long long)dims[1], (int)ds->n_features);
+  check_plausible_length(dset, path, "values", dims[0] * dims[1]);
+  ds->n_steps = (int64_t)dims[0];
+  ds->values = RNND_ALLOC(float, dims[0] * dims[1], "series values");
+  if (dims[0] > 0)
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->values), path, "cannot read /values");
+  CHECK_H5(H5Dclose(dset), path, "cannot close /values");
+  for (int64_t i = 0; i < ds->n_steps * ds->n_features; i++)
+    if (!isfinite(ds->values[i]))
+      fail_at(path, "/values[%lld, %lld] is not a finite number", (long long)(i / ds->n_features),
+              (long long)(i % ds->n_features));
+}
+
+/* Series offsets over rows, then the pair space the trainer works in. */
+static void make_pairs(rnnd_dataset *ds) {
+  const int64_t *so = ds->series_offsets;
+  if (so[0] != 0 || so[ds->n_sequences] != ds->n_steps)
+    fail_at(ds->path, "/offsets must run from 0 to the %lld rows of /values", (long long)ds->n_steps);
+  ds->offsets = RNND_ALLOC(int64_t, ds->n_sequences + 1, "pair offsets");
+  for (int64_t i = 0; i < ds->n_sequences; i++) {
+    if (so[i + 1] - so[i] < 2)
+      fail_at(ds->path, "series %lld has %lld rows; forecasting needs at least 2", (long long)i,
+              (long long)(so[i + 1] - so[i]));
+    ds->offsets[i + 1] = ds->offsets[i] + so[i + 1] - so[i] - 1;
+  }
+  ds->n_tokens = ds->offsets[ds->n_sequences];
+  ds->input_row = RNND_ALLOC(int64_t, ds->n_tokens, "pair rows");
+  for (int64_t i = 0; i < ds->n_sequences; i++)
+    for (int64_t p = ds->offsets[i]; p < ds->offsets[i + 1]; p++) ds->input_row[p] = p + i;
+}
+
+static void load_series(rnnd_dataset *ds, hid_t file) {
+  ds->n_features = read_int_attribute(file, ds->path, "n_features");
+  if (ds->n_features <= 0 || ds->n_features > (1 << 20))
+    fail_at(ds->path, "n_features %d is out of range", (int)ds->n_features);
+  read_values(ds, file);
+  read_offsets(ds, file);
+  ds->series_offsets = ds->offsets;
+  for (int64_t i = 0; i < ds->n_sequences; i++)
+    if (ds->series_offsets[i + 1] < ds->series_offsets[i])
+      fail_at(ds->path, "/offsets[%lld] is smaller than /offsets[%lld]", (long long)i + 1, (long long)i);
+  make_pairs(ds);
+  ds->mean = RNND_ALLOC(float, ds->n_features, "feature means");
+  ds->std = RNND_ALLOC(float, ds->n_features, "feature std");
+  read_floats(ds, file, "mean", ds->mean, (hsize_t)ds->n_features);
+  read_floats(ds, file, "std", ds->std, (hsize_t)ds->n_features);
+  for (int32_t f = 0; f < ds->n_features; f++)
+    if (!(ds->std[f] > 0.0f) || !isfinite(ds->mean[f]) || !isfinite(ds->std[f]))
+      fail_at(ds->path, "/std[%d] = %g must be positive and /mean[%d] finite", (int)f, ds->std[f], (int)f);
+}
+
 void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   memset(ds, 0, sizeof *ds);
   ds->path = rnnd_strdup(path);
   rnnd_reading_begin(path);
   hid_t file = open_file(path);
+  if (check_format(file, path)) {
+    load_series(ds, file);
+    CHECK_H5(H5Fclose(file), path, "cannot close file");
+    rnnd_reading_end();
+    return;
+  }
   read_header(ds, file);
   read_offsets(ds, file);
   read_tokens(ds, file);
@@ -366,8 +453,13 @@ void dataset_free(rnnd_dataset *ds) {
     free(ds->vocab);
   }
   free(ds->tokens);
+  if (ds->series_offsets != ds->offsets) free(ds->series_offsets);
   free(ds->offsets);
   free(ds->labels);
+  free(ds->values);
+  free(ds->input_row);
+  free(ds->mean);
+  free(ds->std);
   free(ds->path);
   memset(ds, 0, sizeof *ds);
 }

@@ -26,9 +26,39 @@ static void whole_sequence_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
   }
 }
 
+/* Windows of at most max_len rows of sequence i ending k rows apart;
+ * writes them to out (if not NULL) and returns how many. */
+static int64_t sequence_windows(const rnnd_sampler *s, const rnnd_dataset *ds, int64_t i, rnnd_piece *out,
+                                int64_t first_id) {
+  const int64_t a = ds->offsets[i], rows = dataset_sequence_length(ds, i), w = s->max_len, k = s->window_stride;
+  int64_t end = rows < w ? rows : w, before = end > k ? end - k : 0, n = 0;
+  for (;;) {
+    int64_t start = end > w ? end - w : 0;
+    if (out)
+      out[n] = (rnnd_piece){.start = a + start, .length = (int32_t)(end - start), .id = first_id + n,
+                            .scored = (int32_t)(end - before)};
+    n++;
+    if (end == rows) return n;
+    before = end;
+    end = end + k < rows ? end + k : rows;
+  }
+}
+
+static void window_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < ds->n_sequences; i++) count += sequence_windows(s, ds, i, NULL, 0);
+  s->pieces = RNND_ALLOC(rnnd_piece, count, "pieces");
+  s->n_pieces = count;
+  for (int64_t i = 0, n = 0; i < ds->n_sequences; i++) n += sequence_windows(s, ds, i, s->pieces + n, n);
+}
+
 static void cut_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
   if (s->whole_sequences) {
     whole_sequence_pieces(s, ds);
+    return;
+  }
+  if (s->window_stride > 0) {
+    window_pieces(s, ds);
     return;
   }
   int64_t count = 0;
@@ -134,6 +164,7 @@ void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, const rnnd_sampler_op
   s->seed = o->seed;
   s->shuffle = o->shuffle;
   s->whole_sequences = o->whole_sequences;
+  s->window_stride = o->window_stride < o->max_len ? o->window_stride : 0; /* k >= max_len: plain pieces */
   cut_pieces(s, ds);
   int32_t *lengths = sorted_lengths(s);
   if (!strcmp(o->buckets, "auto")) auto_buckets(s, lengths, o->num_buckets);

@@ -28,11 +28,13 @@ static const column step_columns[] = {
     STEP_COLUMN(ppl, COLUMN_DOUBLE),         STEP_COLUMN(tokens_per_s, COLUMN_DOUBLE),
     STEP_COLUMN(param_norm, COLUMN_DOUBLE),  STEP_COLUMN(update_ratio, COLUMN_DOUBLE),
     STEP_COLUMN(memory_bytes, COLUMN_INT64), STEP_COLUMN(accuracy, COLUMN_DOUBLE),
+    STEP_COLUMN(rmse, COLUMN_DOUBLE),
 };
 #define EVAL_COLUMN(field, type) {#field, offsetof(rnnd_eval_metrics, field), type}
 static const column eval_columns[] = {EVAL_COLUMN(step, COLUMN_INT64), EVAL_COLUMN(loss, COLUMN_DOUBLE),
                                       EVAL_COLUMN(ppl, COLUMN_DOUBLE), EVAL_COLUMN(tokens, COLUMN_INT64),
-                                      EVAL_COLUMN(accuracy, COLUMN_DOUBLE)};
+                                      EVAL_COLUMN(accuracy, COLUMN_DOUBLE), EVAL_COLUMN(rmse, COLUMN_DOUBLE),
+                                      EVAL_COLUMN(mae, COLUMN_DOUBLE)};
 #define N_STEP_COLUMNS (sizeof step_columns / sizeof step_columns[0])
 #define N_EVAL_COLUMNS (sizeof eval_columns / sizeof eval_columns[0])
 

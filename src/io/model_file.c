@@ -49,6 +49,7 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
   h5_write_string_attr(path, group, "decoder", s->decoder == RNND_DECODER_ADAPTIVE ? "adaptive" : "softmax");
   h5_write_string_attr(path, group, "task", model_task_name(s->task));
   if (s->task == RNND_TASK_CLASSIFY) h5_write_int_attr(path, group, "n_classes", s->n_classes);
+  if (s->task == RNND_TASK_REGRESS) h5_write_int_attr(path, group, "n_features", s->n_features);
   if (s->decoder == RNND_DECODER_ADAPTIVE) {
     char cutoffs[RNND_MAX_CLUSTERS * 12] = "", hidden[RNND_MAX_CLUSTERS * 12] = "";
     for (int i = 0; i < s->n_clusters; i++) {
@@ -64,11 +65,20 @@ static void write_shape_attrs(const char *path, hid_t group, const rnnd_model_sh
 static void read_task(const char *path, hid_t group, rnnd_model_shape *s) {
   s->task = RNND_TASK_LM;
   s->n_classes = 0;
+  s->n_features = 0;
   if (!h5_has_attr(group, "task")) return;
   char task[32];
   h5_read_string_attr(path, group, "/model", "task", task, sizeof task);
   if (!strcmp(task, "lm")) return;
-  if (strcmp(task, "classify")) rnnd_input_error("%s: /model task = '%s' is not lm or classify", path, task);
+  if (!strcmp(task, "regress")) {
+    s->task = RNND_TASK_REGRESS;
+    s->n_features = (int)h5_read_int_attr(path, group, "/model", "n_features");
+    if (s->n_features < 1 || s->n_features > (1 << 20))
+      rnnd_input_error("%s: /model n_features = %d is out of range", path, s->n_features);
+    return;
+  }
+  if (strcmp(task, "classify"))
+    rnnd_input_error("%s: /model task = '%s' is not lm, classify or regress", path, task);
   s->task = RNND_TASK_CLASSIFY;
   s->n_classes = (int)h5_read_int_attr(path, group, "/model", "n_classes");
   if (s->n_classes < 1 || s->n_classes > (1 << 24))
@@ -167,13 +177,15 @@ void model_file_read_shape(const char *path, rnnd_model_shape *s, int *max_len) 
   s->layers = read_bounded(path, group, "layers", 1, RNND_MAX_LAYERS);
   s->embed = read_bounded(path, group, "embed", 1, 1 << 20);
   s->hidden = read_bounded(path, group, "hidden", 1, 1 << 20);
-  s->vocab_size = read_bounded(path, group, "vocab_size", 1, 1 << 30);
+  s->vocab_size = read_bounded(path, group, "vocab_size", 0, 1 << 30); /* 0: a forecaster (checked below) */
   s->directions = read_bounded(path, group, "bidirectional", 0, 1) + 1;
   s->tie_weights = read_bounded(path, group, "tie_weights", 0, 1);
   if (s->tie_weights && s->embed != s->hidden * s->directions)
     rnnd_input_error("%s: tied model needs embed = hidden x directions", path);
   read_decoder(path, group, s);
   read_task(path, group, s);
+  if (s->vocab_size == 0 && s->task != RNND_TASK_REGRESS)
+    rnnd_input_error("%s: /model vocab_size = 0 (only a regress model has no vocabulary)", path);
   *max_len = h5_has_attr(file, "max_len") ? (int)h5_read_int_attr(path, file, "/", "max_len") : 0;
   H5Gclose(group);
   H5Fclose(file);
@@ -183,13 +195,14 @@ void model_file_check_shape(const char *path, const rnnd_model_shape *want) {
   rnnd_model_shape got;
   int max_len;
   model_file_read_shape(path, &got, &max_len);
-  const char *names[] = {"cell",       "layers",        "embed",       "hidden", "vocab_size",
-                         "bidirectional", "tie_weights", "task (0 lm, 1 classify)", "n_classes"};
-  int have[] = {got.cell,           got.layers,      got.embed, got.hidden,   got.vocab_size,
-                got.directions - 1, got.tie_weights, got.task,  got.n_classes};
-  int need[] = {want->cell,           want->layers,      want->embed, want->hidden,   want->vocab_size,
-                want->directions - 1, want->tie_weights, want->task,  want->n_classes};
-  for (int i = 0; i < 9; i++)
+  const char *names[] = {"cell",          "layers",      "embed",
+                         "hidden",        "vocab_size",  "bidirectional",
+                         "tie_weights",   "task (0 lm, 1 classify, 2 regress)", "n_classes", "n_features"};
+  int have[] = {got.cell,        got.layers,     got.embed,          got.hidden,    got.vocab_size,
+                got.directions - 1, got.tie_weights, got.task,       got.n_classes, got.n_features};
+  int need[] = {want->cell,           want->layers,      want->embed, want->hidden,    want->vocab_size,
+                want->directions - 1, want->tie_weights, want->task,  want->n_classes, want->n_features};
+  for (int i = 0; i < 10; i++)
     if (have[i] != need[i])
       rnnd_input_error("%s: model has %s = %d but %d is expected (config or data set of another shape)", path,
                        names[i], have[i], need[i]);

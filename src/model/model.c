@@ -10,7 +10,9 @@
 #include "rnnd/rng.h"
 
 const char *model_cell_name(int cell) { return cell == RNND_CELL_LSTM ? "lstm" : "gru"; }
-const char *model_task_name(int task) { return task == RNND_TASK_CLASSIFY ? "classify" : "lm"; }
+const char *model_task_name(int task) {
+  return task == RNND_TASK_CLASSIFY ? "classify" : task == RNND_TASK_REGRESS ? "regress" : "lm";
+}
 
 void model_shape_from_config(rnnd_model_shape *shape, const rnnd_model_config *cfg, int vocab_size) {
   shape->cell = cfg->cell;
@@ -84,7 +86,13 @@ void model_layout_init(rnnd_layout *l, const rnnd_model_shape *s) {
   l->gates = s->cell == RNND_CELL_LSTM ? 4 : 3;
   RNND_ASSERT(s->layers >= 1 && s->layers <= RNND_MAX_LAYERS);
   int64_t gh = (int64_t)l->gates * s->hidden;
-  l->embedding_weight = add_view(l, "embedding.weight", s->vocab_size, s->embed, 2);
+  if (s->task == RNND_TASK_REGRESS) {
+    RNND_ASSERT(s->n_features >= 1 && !s->tie_weights);
+    l->input_weight = add_view(l, "input.weight", s->embed, s->n_features, 2);
+    l->input_bias = add_view(l, "input.bias", s->embed, 1, 1);
+  } else {
+    l->embedding_weight = add_view(l, "embedding.weight", s->vocab_size, s->embed, 2);
+  }
   for (int layer = 0; layer < s->layers; layer++) {
     int input_size = layer == 0 ? s->embed : s->hidden * s->directions;
     for (int dir = 0; dir < s->directions; dir++) {
@@ -103,6 +111,11 @@ void model_layout_init(rnnd_layout *l, const rnnd_model_shape *s) {
     }
   }
   int64_t top = (int64_t)s->hidden * s->directions;
+  if (s->task == RNND_TASK_REGRESS) {
+    l->decoder_weight = add_view(l, "decoder.weight", s->n_features, top, 2);
+    l->decoder_bias = add_view(l, "decoder.bias", s->n_features, 1, 1);
+    return;
+  }
   if (s->task == RNND_TASK_CLASSIFY) {
     RNND_ASSERT(!s->tie_weights && s->n_classes >= 1);
     l->classifier_weight = add_view(l, "classifier.weight", s->n_classes, top, 2);
@@ -151,7 +164,11 @@ void model_init_params(const rnnd_layout *l, float *params, uint64_t seed) {
     if (v->alias) continue;
     uint64_t key = rng_key2(seed ^ 0x1A17ull, (uint64_t)i);
     float *p = params + v->offset;
-    if (!strcmp(v->name, "decoder.bias")) memset(p, 0, v->numel * sizeof *p);
+    if (l->shape.task == RNND_TASK_REGRESS && strncmp(v->name, "rnn.", 4)) {
+      /* nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for weights and biases */
+      int64_t in = !strncmp(v->name, "input.", 6) ? l->shape.n_features : l->shape.hidden * l->shape.directions;
+      fill_uniform(p, v->numel, 1.0f / sqrtf((float)in), key);
+    } else if (!strcmp(v->name, "decoder.bias")) memset(p, 0, v->numel * sizeof *p);
     else if (!strncmp(v->name, "decoder.head.", 13) || !strncmp(v->name, "decoder.tail.", 13) ||
              !strncmp(v->name, "classifier.", 11))
       fill_uniform(p, v->numel, 1.0f / sqrtf((float)v->cols), key); /* nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) */
@@ -167,6 +184,8 @@ double model_train_flops_per_token(const rnnd_model_shape *s) {
     forward += s->directions * 2.0 * gates * s->hidden * (input + s->hidden);
   }
   if (s->task == RNND_TASK_CLASSIFY) return 3.0 * forward; /* the head is one row a sequence */
+  if (s->task == RNND_TASK_REGRESS)
+    return 3.0 * (forward + 2.0 * s->n_features * (double)(s->embed + s->hidden * s->directions));
   if (s->decoder == RNND_DECODER_ADAPTIVE)
     /* the head only: a tail's cost falls on the tokens of its cluster, which
      * depends on the data, not the shape */

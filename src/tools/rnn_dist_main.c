@@ -36,8 +36,11 @@ static void print_help(void) {
       "                         reads whole sequences)\n"
       "  --batch N              sequences per evaluation batch (default 64)\n"
       "  --threads N            CPU threads (default: all cores)\n"
+      "  --target-last K        forecaster: windows of max-len steps, K apart, each scoring its last K\n"
+      "                         (data.target_last; default: pieces scoring every step)\n"
       "  the last line printed is: loss <mean nll> ppl <exp(loss)> tokens <count>\n"
-      "  (a classifier: loss <mean nll> accuracy <share right> sequences <count>)\n"
+      "  (a classifier: loss <mean nll> accuracy <share right> sequences <count>;\n"
+      "   a forecaster: loss <mse> rmse <original units> mae <original units> steps <count>)\n"
       "other:\n"
       "  --help, -h             this text\n"
       "  --version              print the version\n\n"
@@ -49,7 +52,7 @@ static void print_help(void) {
 
 typedef struct {
   const char *checkpoint, *data;
-  int max_len, batch, threads;
+  int max_len, batch, threads, target_last;
 } eval_args;
 
 static int parse_positive(const char *option, const char *text) {
@@ -81,13 +84,15 @@ static void check_classes(const rnnd_dataset *ds, const char *data, const rnnd_m
 }
 
 static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
-  eval_args a = {NULL, NULL, 0, 64, 0};
+  eval_args a = {NULL, NULL, 0, 64, 0, 0};
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--checkpoint")) a.checkpoint = option_value(argc, argv, &i);
     else if (!strcmp(argv[i], "--data")) a.data = option_value(argc, argv, &i);
     else if (!strcmp(argv[i], "--max-len")) a.max_len = parse_positive("--max-len", option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--batch")) a.batch = parse_positive("--batch", option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--threads")) a.threads = parse_positive("--threads", option_value(argc, argv, &i));
+    else if (!strcmp(argv[i], "--target-last"))
+      a.target_last = parse_positive("--target-last", option_value(argc, argv, &i));
     else rnnd_input_error("eval: unknown option '%s' (see --help)", argv[i]);
   }
   if (!a.checkpoint || !a.data) rnnd_input_error("eval: --checkpoint and --data are required (see --help)");
@@ -97,6 +102,10 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   if (!a.max_len) a.max_len = trained_max_len > 0 ? trained_max_len : 70;
   rnnd_dataset ds;
   dataset_load(&ds, a.data, 0);
+  if (ds.n_features != shape.n_features)
+    rnnd_input_error("%s: data set has %d features but the model %s has %d (%s)", a.data, (int)ds.n_features,
+                     a.checkpoint, shape.n_features, shape.n_features ? "forecasting needs rnn_prep --csv data"
+                                                                       : "a time series for a token model");
   if (ds.vocab_size != shape.vocab_size)
     rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a.data,
                      ds.vocab_size, a.checkpoint, shape.vocab_size);
@@ -109,6 +118,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_sampler sampler;
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
   options.whole_sequences = classify;
+  options.window_stride = a.target_last;
   sampler_init(&sampler, &ds, &options);
   rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
                                .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
@@ -116,11 +126,15 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_backend *be = cpu_backend_create(&layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
+  if (ds.n_features) batch_init_series(&batch, ds.n_features);
   rnnd_eval_result r = evaluate_dataset(be, params, &ds, &sampler, &batch, comm);
   double loss = r.nll_sum / (double)r.tokens;
   if (classify)
-    rnnd_print0("loss %.6f accuracy %.6f sequences %lld\n", loss, (double)r.correct / (double)r.tokens,
+    rnnd_print0("loss %.6f accuracy %.6f sequences %lld\n", loss, (double)r.head.correct / (double)r.tokens,
                 (long long)r.tokens);
+  else if (shape.task == RNND_TASK_REGRESS)
+    rnnd_print0("loss %.6f rmse %.6g mae %.6g steps %lld\n", loss, sqrt(r.head.sq_error / (double)r.head.values),
+                r.head.abs_error / (double)r.head.values, (long long)r.tokens);
   else
     rnnd_print0("loss %.6f ppl %.4f tokens %lld\n", loss, exp(loss), (long long)r.tokens);
   batch_free(&batch);

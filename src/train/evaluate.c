@@ -1,9 +1,27 @@
 /* evaluate.c — exact mean NLL over a data set, as pieces or as streams (trainer.h). */
 #include "rnnd/trainer.h"
 
+/* The backend's head measurements of its last batch, added to sums[0..3]. */
+static void add_head_stats(const rnnd_backend *be, double *sums) {
+  if (!be->ops->last_stats) return;
+  rnnd_head_stats h;
+  be->ops->last_stats(be, &h);
+  sums[0] += (double)h.correct;
+  sums[1] += h.sq_error;
+  sums[2] += h.abs_error;
+  sums[3] += (double)h.values;
+}
+
+static rnnd_eval_result reduce_result(double *sums, const rnnd_comm *comm) {
+  comm_allreduce_sum_f64(comm, sums, 6);
+  rnnd_eval_result r = {sums[0], (int64_t)sums[1], {(int64_t)sums[2], sums[3], sums[4], (int64_t)sums[5]}};
+  return r;
+}
+
 rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
                                   rnnd_batch *b, const rnnd_comm *comm) {
-  double sums[3] = {0.0, 0.0, 0.0}; /* nll, tokens or sequences, correct (exact in double up to 2^53) */
+  /* nll, examples, correct, squared and absolute errors, values (counts exact in double up to 2^53) */
+  double sums[6] = {0};
   sampler_start_epoch(s, 0);
   const rnnd_piece *pieces;
   int count;
@@ -12,16 +30,15 @@ rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const r
     batch_fill(b, ds, pieces, count);
     if (s->whole_sequences) batch_fill_labels(b, ds);
     sums[0] += be->ops->eval_batch(be, params, b);
-    sums[1] += (double)(s->whole_sequences ? b->n_pieces : b->n_tokens);
-    if (s->whole_sequences) sums[2] += (double)be->ops->last_correct(be);
+    sums[1] += (double)(s->whole_sequences ? b->n_pieces : ds->n_features ? b->n_scored : b->n_tokens);
+    add_head_stats(be, sums + 2);
   }
-  comm_allreduce_sum_f64(comm, sums, 3);
-  return (rnnd_eval_result){sums[0], (int64_t)sums[1], (int64_t)sums[2]};
+  return reduce_result(sums, comm);
 }
 
 rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rnnd_dataset *ds,
                                  rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share, const rnnd_comm *comm) {
-  double sums[2] = {0.0, 0.0};
+  double sums[6] = {0};
   stream_state_rewind(s);
   for (int64_t w = 0; w < s->plan.n_windows; w++) {
     int64_t window_tokens;
@@ -29,10 +46,10 @@ rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rn
     if (count) {
       batch_fill(b, ds, share, count);
       sums[0] += be->ops->eval_batch(be, params, b);
-      sums[1] += (double)b->n_tokens;
+      sums[1] += (double)(ds->n_features ? b->n_scored : b->n_tokens);
+      add_head_stats(be, sums + 2);
     }
     stream_state_window_done(s);
   }
-  comm_allreduce_sum_f64(comm, sums, 2);
-  return (rnnd_eval_result){sums[0], (int64_t)sums[1], 0};
+  return reduce_result(sums, comm);
 }

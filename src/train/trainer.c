@@ -91,6 +91,18 @@ static void require_labels(const rnnd_trainer *t, const rnnd_dataset *ds, const 
                      (int)t->train.n_classes);
 }
 
+/* model.task = regress reads time series (rnn_prep --csv), the others tokens. */
+static void require_kind(const rnnd_trainer *t, const rnnd_dataset *ds, const char *role) {
+  if (t->regress && !ds->n_features)
+    rnnd_input_error("%s: %s set holds tokens but model.task = regress needs a time series (rnn_prep --csv)",
+                     ds->path, role);
+  if (!t->regress && ds->n_features)
+    rnnd_input_error("%s: %s set is a time series (rnn_prep --csv); set model.task = regress", ds->path, role);
+  if (ds != &t->train && ds->n_features != t->train.n_features)
+    rnnd_input_error("%s: %s set has %d features but the training set %s has %d", ds->path, role,
+                     (int)ds->n_features, t->train.path, (int)t->train.n_features);
+}
+
 /* Floats of one stream's carried state (rnnd_state_width, from the config). */
 static int stream_width(const rnnd_config *cfg) { return cfg->model.layers * 2 * cfg->model.hidden; }
 
@@ -104,7 +116,9 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
                      t->train.eos_id);
   rnnd_sampler_options options = sampler_eval_options(t->cfg->data.max_len, t->cfg->train.eval_batch);
   options.whole_sequences = t->classify;
+  options.window_stride = t->regress ? t->cfg->data.target_last : 0;
   if (t->classify) require_labels(t, &set->data, role);
+  require_kind(t, &set->data, role);
   sampler_init(&set->sampler, &set->data, &options);
   if (t->stream_mode)
     stream_state_init(&set->stream, set->data.n_tokens, t->cfg->train.eval_batch, t->cfg->data.bptt,
@@ -163,8 +177,9 @@ static void create_backend(rnnd_trainer *t) {
   if (t->use_cuda && cap.bptt_segment > 0)
     rnnd_input_error("config: train.bptt_segment is not available on the CUDA backend yet (set train.device = cpu, "
                      "or 0 for whole-sequence backpropagation)");
-  if (t->use_cuda && t->classify)
-    rnnd_input_error("config: model.task = classify is not available on the CUDA backend yet (set train.device = cpu)");
+  if (t->use_cuda && cfg->model.task != RNND_TASK_LM)
+    rnnd_input_error("config: model.task = %s is not available on the CUDA backend yet (set train.device = cpu)",
+                     model_task_name(cfg->model.task));
   if (t->stream_mode) {
     if (t->use_cuda)
       rnnd_input_error("config: data.mode = stream is not available on the CUDA backend yet (set train.device = cpu)");
@@ -182,6 +197,7 @@ static void create_backend(rnnd_trainer *t) {
 #endif
   if (!t->backend) t->backend = cpu_backend_create(&t->layout, &cap);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
+  if (t->regress) batch_init_series(&t->batch, t->train.n_features);
 }
 
 static void resume_plan(rnnd_trainer *t, const char *path, const rnnd_train_state *st) {
@@ -245,7 +261,9 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   dataset_load(&t->train, cfg->data.train, 0);
   t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
   t->classify = cfg->model.task == RNND_TASK_CLASSIFY;
+  t->regress = cfg->model.task == RNND_TASK_REGRESS;
   if (t->classify) require_labels(t, &t->train, "training");
+  require_kind(t, &t->train, "training");
   if (t->stream_mode)
     stream_state_init(&t->stream, t->train.n_tokens, cfg->train.global_batch, cfg->data.bptt, stream_width(cfg), comm,
                       cfg->data.train);
@@ -254,7 +272,8 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,
                                   .batch_tokens = cfg->train.global_batch_tokens, .buckets = cfg->data.buckets,
                                   .num_buckets = cfg->data.num_buckets, .seed = (uint64_t)cfg->train.seed,
-                                  .shuffle = 1, .whole_sequences = t->classify};
+                                  .shuffle = 1, .whole_sequences = t->classify,
+                                  .window_stride = t->regress ? cfg->data.target_last : 0};
   sampler_init(&t->train_sampler, &t->train, &options);
   if (!cfg->train.global_batch_tokens && comm->size > cfg->train.global_batch)
     rnnd_input_error("config: world size %d is larger than train.global_batch = %d", comm->size,
@@ -262,6 +281,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   rnnd_model_shape shape;
   model_shape_from_config(&shape, &cfg->model, t->train.vocab_size);
   shape.n_classes = t->train.n_classes;
+  shape.n_features = t->train.n_features;
   model_layout_init(&t->layout, &shape);
   t->params = RNND_ALLOC(float, t->layout.numel, "parameters");
   t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
@@ -398,13 +418,16 @@ static void fault_before_reduce(const rnnd_trainer *t) {
 }
 
 /* Deals the next global batch, runs this rank's share and all-reduces. */
+/* Rows of a piece that count in the loss (a forecaster's windows score their last rows). */
+static int64_t scored_rows(const rnnd_piece *p) { return p->scored ? p->scored : p->length; }
+
 /* This rank's share of the next global batch into t->share; returns its
  * size and the global batch's target count in st. */
 static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   if (t->stream_mode) {
     st->imbalance = stream_state_imbalance(&t->stream, t->stream.next_window, t->comm->size);
     int share = stream_state_next(&t->stream, t->backend, t->share, &st->tokens);
-    st->examples = st->tokens;
+    st->examples = st->tokens; /* streams score every row */
     return share;
   }
   const rnnd_piece *pieces;
@@ -413,6 +436,10 @@ static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   st->imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
   st->examples = t->classify ? count : st->tokens;
+  if (t->regress) {
+    st->examples = 0;
+    for (int i = 0; i < count; i++) st->examples += scored_rows(&pieces[i]);
+  }
   return share;
 }
 
@@ -426,12 +453,14 @@ static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   double computed = rnnd_now();
   fault_before_reduce(t);
   grad_sync_allreduce(&t->grad_sync, t->grads);
-  double sums[2] = {local_nll, t->classify && share ? (double)t->backend->ops->last_correct(t->backend) : 0.0};
-  comm_allreduce_sum_f64(t->comm, sums, 2);
+  rnnd_head_stats h = {0};
+  if (share && t->backend->ops->last_stats) t->backend->ops->last_stats(t->backend, &h);
+  double sums[5] = {local_nll, (double)h.correct, h.sq_error, h.abs_error, (double)h.values};
+  comm_allreduce_sum_f64(t->comm, sums, 5);
   st->compute_s = computed - start;
   st->comm_s = rnnd_now() - computed;
   st->nll = sums[0];
-  st->correct = (int64_t)sums[1];
+  st->head = (rnnd_head_stats){(int64_t)sums[1], sums[2], sums[3], (int64_t)sums[4]};
 }
 
 #ifdef RNND_HAVE_CUDA
@@ -597,7 +626,8 @@ static size_t memory_bytes(const rnnd_trainer *t) {
 /* Sums over the steps of one log interval. */
 typedef struct {
   double nll;
-  int64_t tokens, examples, correct;
+  int64_t tokens, examples;
+  rnnd_head_stats head;
   double start;
   double imbalance, compute_s, comm_s;
   int steps, skipped;
@@ -607,7 +637,9 @@ static void interval_add(interval *iv, const rnnd_step_stats *st) {
   iv->nll += st->nll;
   iv->tokens += st->tokens;
   iv->examples += st->examples;
-  iv->correct += st->correct;
+  iv->head.correct += st->head.correct;
+  iv->head.sq_error += st->head.sq_error;
+  iv->head.values += st->head.values;
   iv->imbalance += st->imbalance;
   iv->compute_s += st->compute_s;
   iv->comm_s += st->comm_s;
@@ -642,7 +674,8 @@ static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
                            .underflow = st->underflow, .ppl = exp(st->nll / (double)st->examples),
                            .tokens_per_s = (double)st->tokens / st->step_s, .param_norm = st->param_norm,
                            .update_ratio = st->update_ratio, .memory_bytes = (int64_t)memory_bytes(t),
-                           .accuracy = t->classify ? (double)st->correct / (double)st->examples : NAN};
+                           .accuracy = t->classify ? (double)st->head.correct / (double)st->examples : NAN,
+                           .rmse = t->regress ? sqrt(st->head.sq_error / (double)st->head.values) : NAN};
   metrics_add_step(&t->metrics, &row);
 }
 
@@ -653,7 +686,8 @@ static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *s
   double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
   double loss = iv->nll / (double)iv->examples;
   char quality[48];
-  if (t->classify) snprintf(quality, sizeof quality, "acc %.4f", (double)iv->correct / (double)iv->examples);
+  if (t->classify) snprintf(quality, sizeof quality, "acc %.4f", (double)iv->head.correct / (double)iv->examples);
+  else if (t->regress) snprintf(quality, sizeof quality, "rmse %.5g", sqrt(iv->head.sq_error / (double)iv->head.values));
   else snprintf(quality, sizeof quality, "ppl %9.2f", exp(loss));
   double eta = elapsed / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
   double busy = iv->compute_s + iv->comm_s;
@@ -680,18 +714,24 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
       t->stream_mode
           ? evaluate_stream(t->backend, t->compute_params, &set->data, &set->stream, &t->batch, t->share, t->comm)
           : evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
-  double loss = r.nll_sum / (double)r.tokens, accuracy = (double)r.correct / (double)r.tokens;
+  double loss = r.nll_sum / (double)r.tokens, accuracy = (double)r.head.correct / (double)r.tokens;
+  double rmse = sqrt(r.head.sq_error / (double)r.head.values), mae = r.head.abs_error / (double)r.head.values;
   if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
-  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens, t->classify ? accuracy : NAN};
+  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens, t->classify ? accuracy : NAN,
+                           t->regress ? rmse : NAN, t->regress ? mae : NAN};
   set->accuracy = accuracy;
-  if (t->classify) {
+  set->rmse = rmse;
+  set->mae = mae;
+  metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
+  if (t->regress)
+    trainer_log(t, "%s step %lld | loss %.5f | rmse %.5g | mae %.5g | steps %lld | %.1f s\n", role,
+                (long long)t->step, loss, rmse, mae, (long long)r.tokens, rnnd_now() - start);
+  else if (t->classify)
     trainer_log(t, "%s step %lld | loss %.4f | acc %.4f | sequences %lld | %.1f s\n", role, (long long)t->step,
                 loss, accuracy, (long long)r.tokens, rnnd_now() - start);
-    return loss;
-  }
-  metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
-  trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
-              exp(loss), (long long)r.tokens, rnnd_now() - start);
+  else
+    trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
+                exp(loss), (long long)r.tokens, rnnd_now() - start);
   return loss;
 }
 
@@ -865,7 +905,12 @@ int trainer_run(rnnd_trainer *t) {
   if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
     trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
                 rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);
-  if (t->classify) {
+  if (t->regress) {
+    if (t->valid.present)
+      trainer_log(t, "summary: valid mse %.5f rmse %.5g mae %.5g\n", valid_loss, t->valid.rmse, t->valid.mae);
+    if (t->test.present)
+      trainer_log(t, "summary: test mse %.5f rmse %.5g mae %.5g\n", test_loss, t->test.rmse, t->test.mae);
+  } else if (t->classify) {
     if (t->valid.present) trainer_log(t, "summary: valid loss %.4f acc %.4f\n", valid_loss, t->valid.accuracy);
     if (t->test.present) trainer_log(t, "summary: test loss %.4f acc %.4f\n", test_loss, t->test.accuracy);
   } else {

@@ -14,6 +14,7 @@ void fixture_load(fixture *f, const char *path) {
   dataset_load(&f->data, path, 0);
   rnnd_model_shape shape;
   model_file_read_shape(path, &shape, &f->max_len);
+  if (shape.task == RNND_TASK_REGRESS && !f->data.n_features) RNND_FAIL("%s: a forecaster's fixture without series", path);
   model_layout_init(&f->layout, &shape);
   f->params = RNND_ALLOC(float, f->layout.numel, "params");
   f->grads = RNND_ALLOC(float, f->layout.numel, "grads");

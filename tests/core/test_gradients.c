@@ -1,7 +1,7 @@
 /* test_gradients.c — forward loss and every parameter gradient of the CPU
  * backend against PyTorch (float64) on the fixtures of torch_reference.py:
  * one packed batch of all pieces, uneven lengths including 1; language
- * models and classifiers (model.task = classify).
+ * models, classifiers (model.task = classify) and forecasters (regress).
  * usage: test_gradients [--threads N] FIXTURE.h5...   (fails if any relative error > 1e-4) */
 #include <math.h>
 #include <stdio.h>
@@ -20,11 +20,13 @@ static int check_fixture(const char *path, int threads) {
   rnnd_backend *be = fixture_backend(&f, n, threads);
   rnnd_batch batch;
   batch_init(&batch, n, f.sampler.largest_batch_steps, f.data.n_tokens);
+  if (f.data.n_features) batch_init_series(&batch, f.data.n_features);
   batch_fill(&batch, &f.data, f.sampler.pieces, n);
   /* a classifier's loss is the mean over sequences, a language model's over tokens */
   int classify = f.layout.shape.task == RNND_TASK_CLASSIFY;
   if (classify) batch_fill_labels(&batch, &f.data);
-  double count = classify ? (double)batch.n_pieces : (double)batch.n_tokens;
+  /* a forecaster's over its scored steps */
+  double count = classify ? (double)batch.n_pieces : f.data.n_features ? (double)batch.n_scored : (double)batch.n_tokens;
   double nll = be->ops->train_batch(be, f.params, f.grads, &batch, NULL, (float)(1.0 / count));
   double loss = nll / count, ref_loss;
   if (!fixture_read_doubles(path, "/reference/loss", &ref_loss, 1)) RNND_FAIL("%s: no /reference/loss", path);

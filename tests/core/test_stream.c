@@ -145,7 +145,7 @@ static double whole_streams_nll(const setup *s) {
   rnnd_piece pieces[N_STREAMS];
   int longest = (int)stream_length(&p, 0);
   for (int i = 0; i < N_STREAMS; i++)
-    pieces[i] = (rnnd_piece){stream_start(&p, i), (int32_t)stream_length(&p, i), i};
+    pieces[i] = (rnnd_piece){.start = stream_start(&p, i), .length = (int32_t)stream_length(&p, i), .id = i};
   rnnd_backend *be = backend(s, longest, 0);
   rnnd_batch b;
   batch_init(&b, N_STREAMS, longest, N_TOKENS);

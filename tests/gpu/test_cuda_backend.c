@@ -53,7 +53,7 @@ static void make_dataset(rnnd_dataset *ds, int vocab, uint64_t seed) {
 static void fill_batch(rnnd_batch *b, const rnnd_dataset *ds) {
   rnnd_piece pieces[PIECES];
   for (int i = 0; i < PIECES; i++)
-    pieces[i] = (rnnd_piece){ds->offsets[i], (int32_t)dataset_sequence_length(ds, i), 100 + i};
+    pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = (int32_t)dataset_sequence_length(ds, i), .id = 100 + i};
   batch_init(b, PIECES, 23, ds->n_tokens);
   batch_fill(b, ds, pieces, PIECES);
 }

@@ -79,7 +79,10 @@ typedef struct {
   float *features, *d_features; /* [max_pieces, top] */
   float *class_logits;          /* [max_pieces, n_classes] */
   int32_t *class_pieces;        /* [max_pieces] */
-  int64_t correct;              /* pieces of the last batch whose label scored highest */
+  /* model.task = regress: input projection and next-step head */
+  int regress, n_features;
+  float *prediction;            /* [rows, n_features], then d(loss)/d(prediction) */
+  rnnd_head_stats stats;        /* of the last batch (classify, regress) */
   /* carry_state for the next batch (borrowed; NULL: zero state) */
   const float *stream_in;
   float *stream_out;
@@ -146,12 +149,25 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
 
 /* Runs embedding and all layers; returns the decoder input. in[l] records
  * which buffer fed layer l (own buffer with dropout, else the output before). */
-static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
-                                   const rnnd_dropout *dr, const float **in) {
-  const float *embedding = params + cb->base.layout->embedding_weight;
-  float *x0 = cb->layer_in[0];
+/* The first layer's input: embedding rows, or (regress) the input
+ * projection of the series values. */
+static void layer_input(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
+  const rnnd_layout *l = cb->base.layout;
+  if (cb->regress) {
+    fill_rows(x0, b->n_tokens, cb->embed, params + l->input_bias);
+    gemm_nt_par((int)b->n_tokens, cb->embed, cb->n_features, b->series_in, cb->n_features, params + l->input_weight,
+                cb->n_features, x0, cb->embed, 1.0f);
+    return;
+  }
+  const float *embedding = params + l->embedding_weight;
   for (int64_t r = 0; r < b->n_tokens; r++)
     memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+}
+
+static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
+                                   const rnnd_dropout *dr, const float **in) {
+  float *x0 = cb->layer_in[0];
+  layer_input(cb, params, b, x0);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x0, x0, cb->embed, b, dr, 0);
   in[0] = x0;
@@ -258,10 +274,13 @@ static double adaptive_decoder(cpu_backend *cb, const float *params, float *grad
 
 static double classifier(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *v, float *dy,
                          float weight);
+static double regression_head(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                              const rnnd_batch *b, float weight);
 
 static double decoder_train(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                             const rnnd_batch *b, float weight) {
   if (cb->classify) return classifier(cb, params, grads, b, dy, weight);
+  if (cb->regress) return regression_head(cb, params, grads, y, dy, b, weight);
   if (cb->head_size) return adaptive_decoder(cb, params, grads, y, dy, b, weight);
   const rnnd_layout *l = cb->base.layout;
   const int V = cb->vocab, top = cb->top;
@@ -278,6 +297,7 @@ static double decoder_train(cpu_backend *cb, const float *params, float *grads, 
 
 static double decoder_eval(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b) {
   if (cb->classify) return classifier(cb, params, NULL, b, NULL, 0.0f);
+  if (cb->regress) return regression_head(cb, params, NULL, y, NULL, b, 0.0f);
   if (cb->head_size) return adaptive_decoder(cb, params, NULL, y, NULL, b, 0.0f);
   double nll = 0.0;
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
@@ -383,6 +403,46 @@ static double adaptive_decoder(cpu_backend *cb, const float *params, float *grad
   return nll;
 }
 
+/* --- forecasting head (model.task = regress) ----------------------------- */
+
+/* prediction = y W^T + b for every row; the loss of a scored row is its
+ * mean squared error over the features (normalised units). With grads:
+ * d(loss)/d(prediction) = weight * 2 (prediction - target) / F on scored
+ * rows (0 elsewhere), the head's gradients, and dL/dy into dy. Errors in
+ * original units (times the feature's std) go to cb->stats. */
+static double regression_head(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                              const rnnd_batch *b, float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const int F = cb->n_features, top = cb->top;
+  const int64_t T = b->n_tokens;
+  float *pred = cb->prediction;
+  fill_rows(pred, T, F, params + l->decoder_bias);
+  gemm_nt_par((int)T, F, top, y, top, params + l->decoder_weight, top, pred, F, 1.0f);
+  double loss = 0.0;
+  for (int64_t r = 0; r < T; r++) {
+    float *p = pred + r * F;
+    const float *target = b->series_target + r * F;
+    double row = 0.0;
+    for (int f = 0; f < F; f++) {
+      float e = p[f] - target[f];
+      if (b->scored[r]) {
+        double original = (double)e * b->series_std[f];
+        row += (double)e * e;
+        cb->stats.sq_error += original * original;
+        cb->stats.abs_error += fabs(original);
+      }
+      p[f] = b->scored[r] ? weight * 2.0f * e / (float)F : 0.0f;
+    }
+    cb->stats.values += b->scored[r] ? F : 0;
+    loss += row / F;
+  }
+  if (!grads) return loss;
+  gemm_tn_par(F, top, (int)T, pred, F, y, top, grads + l->decoder_weight, top, 1.0f);
+  add_column_sums(grads + l->decoder_bias, pred, T, F);
+  gemm_nn_par((int)T, top, F, pred, F, params + l->decoder_weight, top, dy, top, 0.0f);
+  return loss;
+}
+
 /* --- classifier (model.task = classify) ---------------------------------- */
 
 /* The top layer's output before dropout: what nn.GRU/nn.LSTM return as h_n. */
@@ -425,7 +485,7 @@ static double classifier(cpu_backend *cb, const float *params, float *grads, con
   for (int k = 0; k < n; k++) {
     float *row = logits + (int64_t)k * C;
     int label = v->labels[who[k]];
-    cb->correct += row_argmax(row, C) == label;
+    cb->stats.correct += row_argmax(row, C) == label;
     nll += softmax_and_gradient(row, C, label, grads ? weight : 0.0f);
   }
   if (!grads) return nll;
@@ -443,9 +503,17 @@ static double classifier(cpu_backend *cb, const float *params, float *grads, con
 
 /* --- backward ----------------------------------------------------------- */
 
-/* Scatter-adds dL/d(embedded input) into the embedding rows it came from. */
+/* Scatter-adds dL/d(embedded input) into the embedding rows it came from
+ * (regress: the input projection's weight and bias gradients). */
 static void add_embedding_gradient(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
-  float *g_embedding = grads + cb->base.layout->embedding_weight;
+  const rnnd_layout *l = cb->base.layout;
+  if (cb->regress) {
+    gemm_tn_par(cb->embed, cb->n_features, (int)b->n_tokens, d_x, cb->embed, b->series_in, cb->n_features,
+                grads + l->input_weight, cb->n_features, 1.0f);
+    add_column_sums(grads + l->input_bias, d_x, b->n_tokens, cb->embed);
+    return;
+  }
+  float *g_embedding = grads + l->embedding_weight;
   for (int64_t r = 0; r < b->n_tokens; r++) {
     float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
     const float *src = d_x + r * cb->embed;
@@ -497,10 +565,8 @@ static void round16(const cpu_backend *cb, float *x, int64_t n) {
 static const float *forward_layers16(cpu_backend *cb, const float *params, const rnnd_batch *b,
                                      const rnnd_dropout *dr) {
   const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
-  const float *embedding = params + cb->base.layout->embedding_weight;
   float *x = cb->layer_in[0], *out = cb->layer_out[0];
-  for (int64_t r = 0; r < T; r++)
-    memcpy(x + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+  layer_input(cb, params, b, x);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x, x, cb->embed, b, dr, 0);
   store16(cb, cb->in16[0], x, T * cb->embed);
@@ -723,7 +789,7 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
                               const rnnd_dropout *dr, float loss_weight) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
-  cb->correct = 0;
+  memset(&cb->stats, 0, sizeof cb->stats);
   double nll;
   if (cb->segment && b->n_steps > cb->segment) {
     /* the saved gates are then those of the first segment, recomputed last */
@@ -740,14 +806,14 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
 static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
-  cb->correct = 0;
+  memset(&cb->stats, 0, sizeof cb->stats);
   double nll = cb->segment && b->n_steps > cb->segment ? eval_segmented(cb, params, b)
                                                        : run_whole(cb, params, NULL, b, NULL, 0.0f);
   end_batch(cb);
   return nll;
 }
 
-static int64_t cpu_last_correct(const rnnd_backend *be) { return ((const cpu_backend *)be)->correct; }
+static void cpu_last_stats(const rnnd_backend *be, rnnd_head_stats *out) { *out = ((const cpu_backend *)be)->stats; }
 
 static void cpu_carry_state(rnnd_backend *be, const float *state_in, float *state_out) {
   cpu_backend *cb = (cpu_backend *)be;
@@ -823,6 +889,7 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb->d_features);
   free(cb->class_logits);
   free(cb->class_pieces);
+  free(cb->prediction);
   for (int l = 0; l < cb->layers; l++) {
     free(cb->boundary_h[l]);
     free(cb->boundary_c[l]);
@@ -834,7 +901,7 @@ static void cpu_destroy(rnnd_backend *be) {
 
 static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,   cpu_activation_bytes,
                                          cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy, cpu_carry_state,
-                                         cpu_last_correct};
+                                         cpu_last_stats};
 
 static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
@@ -925,6 +992,11 @@ static void allocate_buffers(cpu_backend *cb) {
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
   cb->grad_a = take(cb, T, widest, 0);
   cb->grad_b = take(cb, T, widest, 0);
+  if (cb->regress) {
+    cb->prediction = take(cb, T, cb->n_features, 0);
+    if (cb->segment) allocate_segment_states(cb);
+    return; /* no vocabulary decoder */
+  }
   if (cb->classify) {
     cb->features = take(cb, B, cb->top, 0);
     cb->d_features = take(cb, B, cb->top, 0);
@@ -959,6 +1031,8 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
   cb->storage = cap->storage;
   cb->classify = s->task == RNND_TASK_CLASSIFY;
   cb->n_classes = s->n_classes;
+  cb->regress = s->task == RNND_TASK_REGRESS;
+  cb->n_features = s->n_features;
   cb->rows = cap->max_tokens;
   if (cap->bptt_segment > 0 && cap->bptt_segment < cap->max_steps) {
     RNND_ASSERT(s->directions == 1); /* the config refuses segments for bidirectional models */
