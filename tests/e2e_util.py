@@ -1,7 +1,7 @@
 """Shared pieces of the end-to-end test scripts (tests/*/..._e2e.py): a
 tally of named checks with the closing "N passed, N failed" line, the
-environment for mpirun as root with no test hooks set, and reading a
-metrics.h5 group into a dict of arrays."""
+environment for mpirun as root with no test hooks set, reading a run's
+model file and a metrics.h5 group into dicts of arrays."""
 import argparse
 import os
 import shutil
@@ -37,6 +37,12 @@ def mpi_env():
     for hook in TEST_HOOKS:
         env.pop(hook, None)
     return env
+
+
+def model_params(out):
+    """OUTPUT/model.h5's parameters as {state_dict name: numpy array}."""
+    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
+        return {k: f["model"][k][()] for k in f["model"]}
 
 
 def read_series(path, group="train"):

@@ -46,8 +46,9 @@ add_test(NAME fuzz_parsers_and_loaders
 set_tests_properties(fuzz_parsers_and_loaders PROPERTIES LABELS "faults;fuzz" SKIP_RETURN_CODE 77 TIMEOUT 900
                      PROCESSORS 2 ENVIRONMENT "RNND_FUZZ_BUILD=${CMAKE_BINARY_DIR}/fuzz")
 
-# valgrind memcheck of rnn_prep, a short CPU training run and eval: no errors,
-# no definite leaks (third-party suppressions in tests/faults/valgrind.supp).
+# valgrind memcheck of rnn_prep, a short CPU training run and eval, and short
+# runs of streams with segments, a classifier and a forecaster: no errors, no
+# definite leaks (third-party suppressions in tests/faults/valgrind.supp).
 add_test(NAME valgrind_clean_cpu_run
          COMMAND ${RNND_TEST_DIR}/faults/valgrind_run.sh $<TARGET_FILE:rnn_dist> $<TARGET_FILE:rnn_prep>
                  ${RNND_WORK}/bible/text ${RNND_WORK}/valgrind)

@@ -265,6 +265,15 @@ def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
     return losses
 
 
+def write_reference(f, loss, model):
+    """/reference/loss and /reference/grad/<name> (float64) after loss.backward()."""
+    ref = f.create_group("reference")
+    ref.create_dataset("loss", data=np.float64(loss.item()))
+    grads = ref.create_group("grad")
+    for name in model.state_dict():
+        grads.create_dataset(name, data=model.get_parameter(name).grad.detach().numpy().astype(np.float64))
+
+
 class Classifier(nn.Module):
     """embedding -> GRU/LSTM -> classifier(h_n of the top layer, both directions)."""
 
@@ -318,11 +327,7 @@ def write_classify_case(path, cell, layers, bi, seed, n_classes=5):
         logits = model(padded, torch.tensor([len(w) for w in words]))
         loss = F.cross_entropy(logits, torch.from_numpy(labels).long())
         loss.backward()
-        ref = f.create_group("reference")
-        ref.create_dataset("loss", data=np.float64(loss.item()))
-        grads = ref.create_group("grad")
-        for name in model.state_dict():
-            grads.create_dataset(name, data=model.get_parameter(name).grad.detach().numpy().astype(np.float64))
+        write_reference(f, loss, model)
     return loss.item(), len(lengths)
 
 
@@ -387,11 +392,7 @@ def write_regress_case(path, cell, layers, seed, features=3):
         pred = model(x, torch.tensor([len(v) - 1 for v in series]))
         loss = (((pred - y) ** 2).mean(dim=2) * mask).sum() / mask.sum()
         loss.backward()
-        ref = f.create_group("reference")
-        ref.create_dataset("loss", data=np.float64(loss.item()))
-        grads = ref.create_group("grad")
-        for name in model.state_dict():
-            grads.create_dataset(name, data=model.get_parameter(name).grad.detach().numpy().astype(np.float64))
+        write_reference(f, loss, model)
     return loss.item(), len(steps)
 
 

@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env, read_series  # noqa: E402
+from e2e_util import Checks, mpi_env, read_series, model_params  # noqa: E402
 
 p = argparse.ArgumentParser()
 for k in ["--rnn-dist", "--mpirun", "--data", "--work", "--plot", "--torch-lm"]:
@@ -67,11 +67,6 @@ def run(ranks, out, extra=(), hook=None):
     return r
 
 
-def params(out):
-    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
-        return {k: f["model"][k][()] for k in f["model"]}
-
-
 def train_losses(out):
     rows = read_series(os.path.join(out, "metrics.h5"))
     return rows["step"], rows["loss"]
@@ -92,7 +87,7 @@ for cell in ["gru", "lstm"]:
             if r1.returncode or r2.returncode or r3.returncode:
                 check(False, f"{name}: a run failed")
                 continue
-            pa, pb = params(straight), params(split)
+            pa, pb = model_params(straight), model_params(split)
             same = all(np.array_equal(pa[k], pb[k]) for k in pa)
             steps, _ = train_losses(split)
             print(f"{name}: stopped at {K}, resumed to {N}: parameters bitwise equal: {same}; metrics steps "
@@ -149,8 +144,8 @@ print(f"killed while writing {os.path.basename(tmp)}: tmp existed {os.path.exist
 check(latest == "ckpt_step00000004.h5", f"after the kill, latest names '{latest}'")
 r = run(1, killed, ["--resume", "auto"])
 if r.returncode == 0:
-    same = all(np.array_equal(v, params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
-               for k, v in params(killed).items())
+    same = all(np.array_equal(v, model_params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
+               for k, v in model_params(killed).items())
     print(f"resumed from step 4 after the kill: parameters equal the uninterrupted run's: {same}")
     check("resumed from" in r.stdout and "step 4" in r.stdout and same, "resume after the kill went wrong")
 else:
@@ -168,8 +163,8 @@ while not os.path.exists(tmp) and time.time() < deadline and proc.poll() is None
 proc.send_signal(signal.SIGTERM)
 output, _ = proc.communicate(timeout=120)
 r = run(1, twice, ["--resume", "auto"])
-same = r.returncode == 0 and all(np.array_equal(v, params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
-                                 for k, v in params(twice).items())
+same = r.returncode == 0 and all(np.array_equal(v, model_params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
+                                 for k, v in model_params(twice).items())
 print(f"second SIGTERM during the checkpoint write: exit {proc.returncode}; resumed to the uninterrupted result: {same}")
 check(proc.returncode == 0 and same, "a second signal during the checkpoint write broke the checkpoint or the exit")
 

@@ -29,7 +29,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, e2e_arguments, mpi_env, read_series  # noqa: E402
+from e2e_util import Checks, e2e_arguments, mpi_env, read_series, model_params  # noqa: E402
 
 a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work", "--torch-lm"])
 env = mpi_env()
@@ -55,11 +55,6 @@ def run(ranks, out, extra=(), hook=None, expect_ok=True):
     if expect_ok and r.returncode != 0:
         print(f"--- {out}: exit {r.returncode}\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
     return r
-
-
-def params(out):
-    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
-        return {k: f["model"][k][()] for k in f["model"]}
 
 
 def losses(out):
@@ -90,7 +85,7 @@ for cell in ["gru", "lstm"]:
         if r2.returncode or r3.returncode:
             check(False, f"{cell} np{ranks}: the stopped or the resumed run failed")
             continue
-        pa, pb = params(straight), params(split)
+        pa, pb = model_params(straight), model_params(split)
         check(all(np.array_equal(pa[k], pb[k]) for k in pa),
               f"{cell} np{ranks}: stopped at {K}, resumed to {N}: parameters bitwise equal")
     if len(runs) == 2 and all(os.path.exists(os.path.join(runs[r], "metrics.h5")) for r in runs):

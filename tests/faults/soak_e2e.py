@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments, model_params  # noqa: E402
 
 
 def more_options(parser):
@@ -49,11 +49,6 @@ env = mpi_env()
 def command(out):
     return [a.mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none", a.rnn_dist, *common,
             "--set", f"output.dir={out}", "--resume", "auto"]
-
-
-def params(out):
-    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
-        return {k: f["model"][k][()] for k in f["model"]}
 
 
 def checkpoints_readable(out):
@@ -130,7 +125,7 @@ while launches < 40:
 
 check(kills >= a.kills and during_write, f"{kills} kills, one during a checkpoint write: {during_write}")
 if os.path.exists(os.path.join(soak, "model.h5")) and os.path.exists(os.path.join(reference, "model.h5")):
-    want, got = params(reference), params(soak)
+    want, got = model_params(reference), model_params(soak)
     same = want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     check(same, "after the kills and resumes the parameters are bitwise those of the uninterrupted run")
 else:

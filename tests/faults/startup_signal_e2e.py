@@ -11,11 +11,10 @@ import os
 import subprocess
 import sys
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env, e2e_arguments  # noqa: E402
+from e2e_util import Checks, mpi_env, e2e_arguments, model_params  # noqa: E402
 
 a = e2e_arguments(["--rnn-dist", "--mpirun", "--data", "--work"])
 checks = Checks()
@@ -31,11 +30,6 @@ def run(out, hook=None, extra=()):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
-def params(out):
-    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
-        return {k: f["model"][k][()] for k in f["model"]}
-
-
 straight = os.path.join(a.work, "straight")
 check(run(straight).returncode == 0, "uninterrupted run")
 out = os.path.join(a.work, "signalled")
@@ -44,7 +38,7 @@ check(r.returncode == 0 and "preempted: every rank stopped after step 0" in r.st
       and os.path.exists(os.path.join(out, "ckpt_step00000000.h5")),
       f"signal during start-up: exit {r.returncode}, step-0 checkpoint written, said so")
 r = run(out, extra=["--resume", "auto"])
-same = r.returncode == 0 and all(np.array_equal(v, params(straight)[k]) for k, v in params(out).items())
+same = r.returncode == 0 and all(np.array_equal(v, model_params(straight)[k]) for k, v in model_params(out).items())
 check(same, "resumed run ends with the uninterrupted run's parameters")
 cmd = [a.mpirun, "-np", "3", "--oversubscribe", "--bind-to", "none", a.rnn_dist, "--set", f"data.dir={a.data}",
        "--set", "train.global_batch=2", "--set", f"output.dir={a.work}/world3"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_corpus.sh BUILD_DIR — (re)writes the seed corpus of the fuzz targets in
 # tests/fuzz/corpus/: every shipped and test config (config), small data sets
-# from rnn_prep (dataset), and checkpoints of the model fuzz_checkpoint.c
+# from rnn_prep, token, labelled and time series (dataset), and checkpoints of the model fuzz_checkpoint.c
 # expects (GRU, 1 layer, embed = hidden = 8, vocab 50; checkpoint). Needs a
 # normal build (rnn_prep, rnn_dist) in BUILD_DIR.
 set -euo pipefail
@@ -24,6 +24,14 @@ head -n 40 "$work/text.txt" > "$work/small.txt"
 cp "$work/d50/train.h5" "$corpus/dataset/train_vocab50.h5"
 cp "$work/d50/valid.h5" "$corpus/dataset/valid_vocab50.h5"
 cp "$work/dsmall/train.h5" "$corpus/dataset/small.h5"
+# A classification set (/labels, /label_names) and a time series (rnn_dist-series).
+awk '{ print (NR % 3 ? "a" : "b") "\t" $0 }' "$work/small.txt" > "$work/labels.txt"
+"$build/rnn_prep" --labels --train "$work/labels.txt" --valid "$work/labels.txt" --out "$work/dlabels" > /dev/null
+cp "$work/dlabels/train.h5" "$corpus/dataset/labels.h5"
+awk 'BEGIN { print "series_id,x,y" } { print int((NR - 1) / 10) "," NF "," length($0) }' "$work/small.txt" \
+  > "$work/series.csv"
+"$build/rnn_prep" --csv --train "$work/series.csv" --valid "$work/series.csv" --out "$work/dseries" > /dev/null
+cp "$work/dseries/train.h5" "$corpus/dataset/series.h5"
 
 for steps in 2 5; do
   OMP_NUM_THREADS=1 "$build/rnn_dist" --set data.dir="$work/d50" --set data.valid=none --set data.test=none \

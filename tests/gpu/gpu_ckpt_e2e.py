@@ -26,11 +26,10 @@ import shutil
 import subprocess
 import sys
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from e2e_util import Checks, mpi_env, read_series  # noqa: E402
+from e2e_util import Checks, mpi_env, read_series, model_params  # noqa: E402
 
 p = argparse.ArgumentParser()
 for k in ["--rnn-dist", "--mpirun", "--data", "--work"]:
@@ -68,11 +67,6 @@ def run(out, device, extra=(), stop_after=None, ranks=1):
     return r
 
 
-def params(out):
-    with h5py.File(os.path.join(out, "model.h5"), "r") as f:
-        return {k: f["model"][k][()] for k in f["model"]}
-
-
 def losses(out):
     rows = read_series(os.path.join(out, "metrics.h5"))
     return dict(zip(rows["step"].tolist(), rows["loss"].tolist()))
@@ -98,7 +92,7 @@ check(m is not None and relative(cpu_loss, gpu_loss) <= 1e-4,
 # Uninterrupted CPU run, then CPU -> GPU and GPU -> CPU switches at step K.
 reference = os.path.join(a.work, "cpu")
 check(run(reference, "cpu").returncode == 0, "uninterrupted CPU run")
-ref_losses, ref_params = losses(reference), params(reference)
+ref_losses, ref_params = losses(reference), model_params(reference)
 got = losses(gpu)
 worst = max(relative(got[s], ref_losses[s]) for s in ref_losses)
 check(len(got) == len(ref_losses) and worst <= 1e-3,
@@ -125,7 +119,7 @@ for first, second in [("cpu", GPU), (GPU, "cpu")]:
     worst = max(relative(got[s], ref_losses[s]) for s in ref_losses if s in got)
     check(len(got) == len(ref_losses) and worst <= 1e-3,
           f"{first} -> {second}: {len(got)} steps, worst loss difference {worst:.2e} vs the CPU run")
-    final = params(out)
+    final = model_params(out)
     err = max(float(np.max(np.abs(final[k] - ref_params[k])) / max(np.max(np.abs(ref_params[k])), 1e-30))
               for k in ref_params)
     check(err <= 1e-3, f"{first} -> {second}: final parameters within {err:.2e} of the CPU run")
