@@ -18,6 +18,7 @@ supp=(--suppressions="$here/valgrind.supp")
 vg=(valgrind --num-callers=50 --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
     "${supp[@]}")
 export OMP_NUM_THREADS=1
+status=0
 
 # memcheck NAME LOG CMD...: runs CMD under memcheck, reports its summary
 # line, and on failure shows the first errors.
