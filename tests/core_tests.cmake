@@ -113,6 +113,20 @@ rnnd_cli_error(missing_config [=[nope\.ini: cannot open config file: No such fil
   ${RD} --config ${RNND_WORK}/nope.ini)
 rnnd_cli_error(segments_bidirectional [=[train\.bptt_segment = 50 needs a unidirectional model]=]
   ${RD} --set model.bidirectional=true --set train.bptt_segment=50)
+# Tasks and modes that do not fit together, or data of the wrong kind (docs/tasks.md).
+rnnd_cli_error(stream_bidirectional [=[data\.mode = stream needs a unidirectional model]=]
+  ${RD} --set model.bidirectional=true --set data.mode=stream)
+rnnd_cli_error(classify_stream [=[model\.task = classify needs whole sequences \(data\.mode = pieces\)$]=]
+  ${RD} --set model.task=classify --set data.mode=stream)
+rnnd_cli_error(classify_tied [=[model\.task = classify has no vocabulary decoder]=]
+  ${RD} --set model.task=classify --set model.tie_weights=true)
+rnnd_cli_error(target_last_lm [=[data\.target_last = 5 is for model\.task = regress with data\.mode = pieces]=]
+  ${RD} --set data.target_last=5)
+rnnd_cli_error(classify_without_labels [=[train\.h5: training set has no /labels but model\.task = classify \(prepare it with rnn_prep --labels\)$]=]
+  ${RD} --set data.dir=${RNND_BIBLE} --set model.task=classify)
+rnnd_cli_error(classify_max_len [=[valid\.h5: sequence [0-9]+ has [0-9]+ tokens but data\.max_len is 5: classification reads whole sequences]=]
+  ${RD} --set data.dir=${RNND_BIBLE}/labels --set model.task=classify --set data.max_len=5)
+set_tests_properties(cli_error.classify_without_labels cli_error.classify_max_len PROPERTIES FIXTURES_REQUIRED bible)
 rnnd_cli_error(set_unknown_key [=[--set train\.step=5: unknown key 'train\.step' \(did you mean 'train\.steps'\?\)$]=]
   ${RD} --set train.step=5)
 rnnd_cli_error(set_wrong_section [=[--set data\.hidden=5: unknown key 'data\.hidden' \(did you mean 'model\.hidden'\?\)$]=]
