@@ -90,8 +90,8 @@ typedef struct {
    * device-resident step (2 for Adam, 1 for SGD; 0: none). */
   int optimizer_state;
   /* train.bptt_segment: > 0 runs batches longer than this many steps
-   * through checkpointed, segmented backpropagation (CPU backend,
-   * unidirectional models); activation buffers then hold one segment. */
+   * through checkpointed, segmented backpropagation (unidirectional
+   * models); activation buffers then hold one segment. */
   int bptt_segment;
 } rnnd_backend_capacity;
 

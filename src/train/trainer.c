@@ -174,15 +174,7 @@ static void create_backend(rnnd_trainer *t) {
   rnnd_backend_capacity cap = {
       .threads = cfg->train.threads, .storage = t->precision, .bptt_segment = cfg->train.bptt_segment};
   if (t->use_cuda) cap.optimizer_state = t->optimizer.v ? 2 : 1;
-  if (t->use_cuda && cap.bptt_segment > 0)
-    rnnd_input_error("config: train.bptt_segment is not available on the CUDA backend yet (set train.device = cpu, "
-                     "or 0 for whole-sequence backpropagation)");
-  if (t->use_cuda && cfg->model.task != RNND_TASK_LM)
-    rnnd_input_error("config: model.task = %s is not available on the CUDA backend yet (set train.device = cpu)",
-                     model_task_name(cfg->model.task));
   if (t->stream_mode) {
-    if (t->use_cuda)
-      rnnd_input_error("config: data.mode = stream is not available on the CUDA backend yet (set train.device = cpu)");
     grow_stream_capacity(&cap, &t->stream);
     if (t->valid.present) grow_stream_capacity(&cap, &t->valid.stream);
     if (t->test.present) grow_stream_capacity(&cap, &t->test.stream);
@@ -471,13 +463,9 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_step_stats st = {.loss_scale = t->scaler.scale};
   double start = rnnd_now();
-  const rnnd_piece *pieces;
-  int count = next_global_batch(t, &pieces);
-  int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
-  st.imbalance = dealer_imbalance(&t->dealer);
-  for (int r = 0; r < t->comm->size; r++) st.tokens += t->dealer.tokens[r];
-  st.examples = st.tokens;
+  int share = next_share(t, &st);
   if (share) batch_fill(&t->batch, &t->train, t->share, share);
+  if (share && t->classify) batch_fill_labels(&t->batch, &t->train);
   rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
   /* as on the CPU: 16-bit rounding with 16-bit precision, or on a 16-bit wire between ranks */
   rnnd_dtype wire = t->precision == RNND_DTYPE_F32 && t->comm->size == 1 ? RNND_DTYPE_F32 : t->grad_sync.wire;
@@ -486,7 +474,13 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   cuda_gradient_result g;
   fault_before_reduce(t);
   cuda_resident_gradients(t->backend, t->nccl, share ? &t->batch : NULL, &dropout,
-                          (float)(st.loss_scale / (double)st.tokens), &options, &g);
+                          (float)(st.loss_scale / (double)st.examples), &options, &g);
+  if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
+  rnnd_head_stats h = {0};
+  if (share) t->backend->ops->last_stats(t->backend, &h);
+  double sums[4] = {(double)h.correct, h.sq_error, h.abs_error, (double)h.values};
+  comm_allreduce_sum_f64(t->comm, sums, 4);
+  st.head = (rnnd_head_stats){(int64_t)sums[0], sums[1], sums[2], (int64_t)sums[3]};
   st.nll = g.nll;
   st.underflow = g.underflow;
   st.comm_s = g.exposed_comm_s;

@@ -19,6 +19,11 @@
  * math on tensor cores, and 16-bit decoder GEMMs with fp32 accumulation;
  * logits, the softmax and every gradient sum are fp32.
  *
+ * Tasks and state. The classify and regress heads and the input projection
+ * live in cuda_heads.c; carried stream state and segmented backpropagation
+ * (both through cuDNN's hx/hy/dhy/dhx, named by cb->link) in
+ * cuda_segments.c, which also drives a whole batch (cuda_backend_run).
+ *
  * Ownership: cuda_backend_create takes one device allocation (the arena),
  * one pinned host allocation, a stream and the library handles; destroy
  * releases them all. */
@@ -48,7 +53,7 @@ static int input_width(const cuda_backend *cb, int layer) { return layer == 0 ? 
 /* Points every device buffer into the arena at `base` and returns its size;
  * called once with base 0 to size the arena, then with the allocation. */
 static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
-  const int64_t T = cb->cap.max_tokens, B = cb->cap.max_pieces, rows = cb->decoder_rows;
+  const int64_t T = cb->held_tokens, B = cb->cap.max_pieces, rows = cb->decoder_rows;
   const size_t e = cb->elem, numel = cb->base.layout->numel;
   size_t used = 0, activations = 0;
   cb->params = cuda_carve(base, &used, numel * sizeof(float));
@@ -74,9 +79,10 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
   cb->grad_b = cuda_carve(base, &used, (size_t)T * widest * e);
   cb->logits = cuda_carve(base, &used, (size_t)rows * cb->vocab * sizeof(float));
   cb->dlogits16 = cb->storage == RNND_DTYPE_F32 ? NULL : cuda_carve(base, &used, (size_t)rows * cb->vocab * e);
-  cb->row_nll = cuda_carve(base, &used, (size_t)T * sizeof(double));
+  cb->row_nll = cuda_carve(base, &used, (size_t)(T > B ? T : B) * sizeof(double));
   cb->nll_sum = cuda_carve(base, &used, sizeof(double));
-  cb->ones = cuda_carve(base, &used, (size_t)rows * sizeof(float));
+  cb->nll_part = cuda_carve(base, &used, sizeof(double));
+  cb->ones = cuda_carve(base, &used, (size_t)(rows > B ? rows : B) * sizeof(float));
   cb->inputs = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
@@ -86,6 +92,10 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
   cb->segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
   cb->grad_segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
   if (cb->cap.optimizer_state > 0) cuda_resident_carve(cb, base, &used);
+  cuda_heads_carve(cb, base, &used);
+  size_t before_segments = used;
+  cuda_segments_carve(cb, base, &used);
+  activations += used - before_segments; /* the kept boundary states and their gradients */
   cb->activation_bytes = activations;
   cb->workspace_bytes = used - activations;
   return used;
@@ -93,7 +103,7 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
 
 /* The pinned host staging area, carved the same way. */
 static size_t assign_host_buffers(cuda_backend *cb, uintptr_t base) {
-  const int64_t T = cb->cap.max_tokens;
+  const int64_t T = cb->held_tokens;
   size_t used = 0;
   cb->host_inputs = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->host_targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
@@ -103,6 +113,8 @@ static size_t assign_host_buffers(cuda_backend *cb, uintptr_t base) {
   cb->host_grads = cuda_carve(base, &used, cb->base.layout->numel * sizeof(float));
   cb->host_nll = cuda_carve(base, &used, sizeof(double));
   if (cb->cap.optimizer_state > 0) cuda_resident_carve_host(cb, base, &used);
+  cuda_heads_carve_host(cb, base, &used);
+  cuda_segments_carve_host(cb, base, &used);
   return used;
 }
 
@@ -143,12 +155,12 @@ static void create_layer_descriptors(cuda_backend *cb) {
   }
 }
 
-/* Workspace and reserve for the largest batch: every piece as long as the
- * longest, which bounds any batch the sampler makes. */
+/* Workspace and reserve for the largest batch (or segment): every piece as
+ * long as the longest, which bounds any batch the sampler makes. */
 static void size_temp_spaces(cuda_backend *cb) {
   int *lengths = RNND_ALLOC(int, (size_t)cb->cap.max_pieces, "capacity lengths");
-  for (int i = 0; i < cb->cap.max_pieces; i++) lengths[i] = cb->cap.max_steps;
-  set_batch_shape(cb, cb->cap.max_steps, cb->cap.max_pieces, lengths);
+  for (int i = 0; i < cb->cap.max_pieces; i++) lengths[i] = cb->held_steps;
+  set_batch_shape(cb, cb->held_steps, cb->cap.max_pieces, lengths);
   free(lengths);
   cb->cudnn_workspace_bytes = 0;
   for (int l = 0; l < cb->layers; l++) {
@@ -235,11 +247,14 @@ static void upload_params(cuda_backend *cb, const float *params) {
 
 /* --- batch ---------------------------------------------------------------- */
 
-static void check_capacity(const cuda_backend *cb, const rnnd_batch *b) {
-  if (b->n_pieces > cb->cap.max_pieces || b->n_steps > cb->cap.max_steps || b->n_tokens > cb->cap.max_tokens)
+/* A batch longer than the held steps runs by segments (which then fit). */
+void cuda_backend_check_batch(const cuda_backend *cb, const rnnd_batch *b) {
+  int segmented = cb->seg.segment > 0 && b->n_steps > cb->seg.segment;
+  if (b->n_pieces > cb->cap.max_pieces || b->n_steps > cb->cap.max_steps ||
+      (!segmented && b->n_tokens > cb->held_tokens))
     RNND_FAIL("batch (%d pieces, %d steps, %lld tokens) exceeds the backend capacity (%d, %d, %lld)", b->n_pieces,
               b->n_steps, (long long)b->n_tokens, cb->cap.max_pieces, cb->cap.max_steps,
-              (long long)cb->cap.max_tokens);
+              (long long)cb->held_tokens);
 }
 
 /* The sizes were taken for the capacity; a batch that needs more would
@@ -256,12 +271,17 @@ static void check_temp_spaces(const cuda_backend *cb) {
 }
 
 /* Copies the batch's index arrays (and the dropout keys of every row) to
- * the device and sets the descriptors to its shape. */
+ * the device and sets the descriptors to its shape. A segment's view
+ * counts its pieces' steps within the view. */
 void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b) {
   const int64_t T = b->n_tokens;
+  RNND_ASSERT(b->n_steps <= cb->held_steps && T <= cb->held_tokens);
+  for (int i = 0; i < b->n_pieces; i++) cb->host_lengths[i] = 0;
   for (int t = 0; t < b->n_steps; t++)
-    for (int i = 0; i < b->batch_sizes[t]; i++) cb->host_row_piece[b->step_offsets[t] + i] = b->pieces[i].id;
-  for (int i = 0; i < b->n_pieces; i++) cb->host_lengths[i] = b->pieces[i].length;
+    for (int i = 0; i < b->batch_sizes[t]; i++) {
+      cb->host_row_piece[b->step_offsets[t] + i] = b->pieces[i].id;
+      cb->host_lengths[i]++;
+    }
   memcpy(cb->host_inputs, b->inputs, (size_t)T * sizeof(int32_t));
   memcpy(cb->host_targets, b->targets, (size_t)T * sizeof(int32_t));
   memcpy(cb->host_positions, b->positions, (size_t)T * sizeof(int32_t));
@@ -276,6 +296,7 @@ void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b) {
                              cudaMemcpyHostToDevice, s));
   set_batch_shape(cb, b->n_steps, b->n_pieces, cb->host_lengths);
   check_temp_spaces(cb);
+  if (cb->heads.regress) cuda_heads_upload(cb, b);
 }
 
 static const void *at_row(const void *base, int64_t row, int width, size_t elem) {
@@ -295,15 +316,19 @@ void cuda_backend_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
   const int64_t T = b->n_tokens;
   const int use_dropout = dr && dr->p > 0.0f;
   /* the compute copy (16-bit: the rounded weights, as the CPU trainer uses) */
-  cuda_gather_embedding(cb->x[0], cb->storage, at_row(cb->params16, (int64_t)cb->base.layout->embedding_weight, 1,
-                                                      cb->elem),
-                        cb->inputs, T, cb->embed, cb->stream);
+  if (cb->heads.regress)
+    cuda_input_projection(cb, T);
+  else
+    cuda_gather_embedding(cb->x[0], cb->storage,
+                          at_row(cb->params16, (int64_t)cb->base.layout->embedding_weight, 1, cb->elem), cb->inputs,
+                          T, cb->embed, cb->stream);
   if (use_dropout) apply_dropout(cb, cb->x[0], cb->x[0], T, cb->embed, dr, 0);
+  const cuda_state_link *k = &cb->link;
   for (int l = 0; l < cb->layers; l++) {
     cuda_layer *L = &cb->layer[l];
     CUDNN_CHECK(cudnnRNNForward(cb->cudnn, L->desc, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                                cb->seq_lengths, x_desc_of(cb, l), cb->x[l], cb->y_desc, cb->y[l], cb->h_desc, NULL,
-                                NULL, cb->h_desc, NULL, NULL, L->weight_bytes, L->weights,
+                                cb->seq_lengths, x_desc_of(cb, l), cb->x[l], cb->y_desc, cb->y[l], cb->h_desc,
+                                k->hx[l], k->hy[l], cb->h_desc, k->cx[l], k->cy[l], L->weight_bytes, L->weights,
                                 cb->cudnn_workspace_bytes, cb->workspace, training ? L->reserve_bytes : 0,
                                 training ? L->reserve : NULL));
     if (use_dropout) apply_dropout(cb, cb->x[l + 1], cb->y[l], T, cb->top, dr, l + 1);
@@ -315,49 +340,57 @@ void cuda_backend_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
 /* --- decoder ---------------------------------------------------------------- */
 
 
-/* logits[rows, V] = y[rows, top] W^T, fp32 out, fp32 accumulation. In
- * cuBLAS's column-major terms: [V x rows] = W^T-as-stored(T) * y(N). */
-static void decoder_logits(cuda_backend *cb, const void *y, int rows) {
+/* logits[rows, width] = x[rows, in] W^T, fp32 out, fp32 accumulation. In
+ * cuBLAS's column-major terms: [width x rows] = W^T-as-stored(T) * x(N). */
+void cuda_linear_logits(cuda_backend *cb, const cuda_linear *h, const void *x, int rows) {
   const float one = 1.0f, zero = 0.0f;
-  const void *weight = at_row(cb->params16, (int64_t)cb->base.layout->decoder_weight, 1, cb->elem);
-  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, cb->vocab, rows, cb->top, &one, weight,
-                            cb->blas_type, cb->top, y, cb->blas_type, cb->top, &zero, cb->logits, CUDA_R_32F,
-                            cb->vocab, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const void *weight = at_row(cb->params16, (int64_t)h->weight, 1, cb->elem);
+  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, h->width, rows, h->in, &one, weight, cb->blas_type,
+                            h->in, x, cb->blas_type, h->in, &zero, h->logits, CUDA_R_32F, h->width,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-/* Given dlogits (fp32 in logits, and in D in dlogits16 for 16-bit):
- * bias grad += column sums; W grad += dlogits^T y; dy = dlogits W. */
-static void decoder_backward(cuda_backend *cb, const void *y, void *dy, int rows) {
-  const rnnd_layout *layout = cb->base.layout;
+/* bias grad += column sums; W grad += dlogits^T x; dx = dlogits W. */
+void cuda_linear_backward(cuda_backend *cb, const cuda_linear *h, const void *x, void *dx, int rows) {
   const float one = 1.0f, zero = 0.0f;
-  const void *dlogits = cb->dlogits16 ? cb->dlogits16 : (const void *)cb->logits;
-  const void *weight = at_row(cb->params16, (int64_t)layout->decoder_weight, 1, cb->elem);
-  CUBLAS_CHECK(cublasSgemv(cb->cublas, CUBLAS_OP_N, cb->vocab, rows, &one, cb->logits, cb->vocab, cb->ones, 1, &one,
-                           cb->grads + layout->decoder_bias, 1));
-  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_T, cb->top, cb->vocab, rows, &one, y, cb->blas_type,
-                            cb->top, dlogits, cb->blas_type, cb->vocab, &one, cb->grads + layout->decoder_weight,
-                            CUDA_R_32F, cb->top, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, cb->top, rows, cb->vocab, &one, weight,
-                            cb->blas_type, cb->top, dlogits, cb->blas_type, cb->vocab, &zero, dy, cb->blas_type,
-                            cb->top, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const void *dlogits = h->grad16 ? h->grad16 : (const void *)h->logits;
+  const void *weight = at_row(cb->params16, (int64_t)h->weight, 1, cb->elem);
+  CUBLAS_CHECK(cublasSgemv(cb->cublas, CUBLAS_OP_N, h->width, rows, &one, h->logits, h->width, cb->ones, 1, &one,
+                           cb->grads + h->bias, 1));
+  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_T, h->in, h->width, rows, &one, x, cb->blas_type,
+                            h->in, dlogits, cb->blas_type, h->width, &one, cb->grads + h->weight, CUDA_R_32F, h->in,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (!dx) return;
+  CUBLAS_CHECK(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, h->in, rows, h->width, &one, weight, cb->blas_type,
+                            h->in, dlogits, cb->blas_type, h->width, &zero, dx, cb->blas_type, h->in,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-/* A block of rows at a time; the loss sum lands in cb->nll_sum. */
+/* The language-model decoder a block of rows at a time (or the task's
+ * head); the loss sum is added into cb->nll_sum. */
 void cuda_backend_decoder_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy) {
+  if (cb->heads.classify || cb->heads.regress) {
+    cuda_heads_pass(cb, b, weight, dy);
+    return;
+  }
+  const rnnd_layout *layout = cb->base.layout;
   const void *y = cb->x[cb->layers];
-  const void *bias = at_row(cb->params16, (int64_t)cb->base.layout->decoder_bias, 1, cb->elem);
+  const void *bias = at_row(cb->params16, (int64_t)layout->decoder_bias, 1, cb->elem);
+  const cuda_linear decoder = {layout->decoder_weight, layout->decoder_bias, cb->vocab, cb->top, cb->logits,
+                               cb->dlogits16};
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
     int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
     const void *y_block = at_row(y, r0, cb->top, cb->elem);
-    decoder_logits(cb, y_block, rows);
+    cuda_linear_logits(cb, &decoder, y_block, rows);
     cuda_softmax_xent(cb->logits, weight > 0.0f ? cb->dlogits16 : NULL, cb->storage, bias, cb->targets + r0, rows,
                       cb->vocab, weight, cb->row_nll + r0, cb->stream);
-    if (weight > 0.0f) decoder_backward(cb, y_block, (char *)dy + (size_t)r0 * cb->top * cb->elem, rows);
+    if (weight > 0.0f)
+      cuda_linear_backward(cb, &decoder, y_block, (char *)dy + (size_t)r0 * cb->top * cb->elem, rows);
   }
-  cuda_sum_f64(cb->row_nll, b->n_tokens, cb->nll_sum, cb->stream);
+  cuda_sum_f64(cb->row_nll, b->n_tokens, cb->nll_part, cb->stream);
+  cuda_add_f64(cb->nll_sum, cb->nll_part, cb->stream);
   if (weight > 0.0f && cb->resident.reducing) {
     /* the decoder's own parameters are final (a tied weight is the embedding's, final last) */
-    const rnnd_layout *layout = cb->base.layout;
     size_t frontier = layout->decoder_bias;
     if (!layout->shape.tie_weights && layout->decoder_weight < frontier) frontier = layout->decoder_weight;
     cuda_resident_gradient_ready(cb, frontier);
@@ -385,16 +418,18 @@ void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dro
   const int64_t T = b->n_tokens;
   const int use_dropout = dr && dr->p > 0.0f;
   void *d_out = cb->grad_a, *d_in = cb->grad_b;
-  if (use_dropout) apply_dropout(cb, d_out, d_out, T, cb->top, dr, cb->layers);
+  const cuda_state_link *k = &cb->link;
+  /* the classifier reads the top layer before the decoder's dropout */
+  if (use_dropout && !cb->heads.classify) apply_dropout(cb, d_out, d_out, T, cb->top, dr, cb->layers);
   for (int l = cb->layers - 1; l >= 0; l--) {
     cuda_layer *L = &cb->layer[l];
     /* BackwardData first: BackwardWeights reads what it leaves in the reserve. */
     CUDNN_CHECK(cudnnRNNBackwardData_v8(cb->cudnn, L->desc, cb->seq_lengths, cb->y_desc, cb->y[l], d_out,
-                                        x_desc_of(cb, l), d_in, cb->h_desc, NULL, NULL, NULL, cb->h_desc, NULL, NULL,
-                                        NULL, L->weight_bytes, L->weights, cb->cudnn_workspace_bytes, cb->workspace,
-                                        L->reserve_bytes, L->reserve));
+                                        x_desc_of(cb, l), d_in, cb->h_desc, k->hx[l], k->dhy[l], k->dhx[l],
+                                        cb->h_desc, k->cx[l], k->dcy[l], k->dcx[l], L->weight_bytes, L->weights,
+                                        cb->cudnn_workspace_bytes, cb->workspace, L->reserve_bytes, L->reserve));
     CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cb->cudnn, L->desc, CUDNN_WGRAD_MODE_SET, cb->seq_lengths,
-                                           x_desc_of(cb, l), cb->x[l], cb->h_desc, NULL, cb->y_desc, cb->y[l],
+                                           x_desc_of(cb, l), cb->x[l], cb->h_desc, k->hx[l], cb->y_desc, cb->y[l],
                                            L->weight_bytes, L->dweights, cb->cudnn_workspace_bytes, cb->workspace,
                                            L->reserve_bytes, L->reserve));
     layer_gradient(cb, l);
@@ -403,8 +438,11 @@ void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dro
     d_out = d_in;
     d_in = swap;
   }
-  cuda_scatter_add_embedding(cb->grads + cb->base.layout->embedding_weight, d_out, cb->storage, cb->inputs, T,
-                             cb->embed, cb->stream);
+  if (cb->heads.regress)
+    cuda_input_projection_backward(cb, d_out, T);
+  else
+    cuda_scatter_add_embedding(cb->grads + cb->base.layout->embedding_weight, d_out, cb->storage, cb->inputs, T,
+                               cb->embed, cb->stream);
   if (cb->resident.reducing) cuda_resident_gradient_ready(cb, 0);
 }
 
@@ -413,15 +451,12 @@ void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dro
 static double cuda_train_batch(rnnd_backend *be, const float *params, float *grads, const rnnd_batch *b,
                                const rnnd_dropout *dr, float loss_weight) {
   cuda_backend *cb = (cuda_backend *)be;
-  check_capacity(cb, b);
+  cuda_backend_check_batch(cb, b);
   if (b->n_tokens == 0) return 0.0;
   const size_t numel = be->layout->numel;
   upload_params(cb, params);
-  cuda_backend_upload_batch(cb, b);
   CUDA_CHECK(cudaMemsetAsync(cb->grads, 0, numel * sizeof(float), cb->stream));
-  cuda_backend_forward(cb, b, dr, 1);
-  cuda_backend_decoder_pass(cb, b, loss_weight, cb->grad_a);
-  cuda_backend_backward(cb, b, dr);
+  cuda_backend_run(cb, b, dr, loss_weight, 1);
   CUDA_CHECK(cudaMemcpyAsync(cb->host_grads, cb->grads, numel * sizeof(float), cudaMemcpyDeviceToHost, cb->stream));
   double nll = read_nll(cb); /* synchronises the stream, so host_grads is there too */
   for (size_t i = 0; i < numel; i++) grads[i] += cb->host_grads[i];
@@ -430,13 +465,24 @@ static double cuda_train_batch(rnnd_backend *be, const float *params, float *gra
 
 static double cuda_eval_batch(rnnd_backend *be, const float *params, const rnnd_batch *b) {
   cuda_backend *cb = (cuda_backend *)be;
-  check_capacity(cb, b);
+  cuda_backend_check_batch(cb, b);
   if (b->n_tokens == 0) return 0.0;
   upload_params(cb, params);
-  cuda_backend_upload_batch(cb, b);
-  cuda_backend_forward(cb, b, NULL, 0);
-  cuda_backend_decoder_pass(cb, b, 0.0f, NULL);
+  cuda_backend_run(cb, b, NULL, 0.0f, 0);
   return read_nll(cb);
+}
+
+static void cuda_last_stats(const rnnd_backend *be, rnnd_head_stats *out) {
+  *out = ((const cuda_backend *)be)->heads.stats;
+}
+
+/* Arms the next batch: state_in rows start its pieces, state_out receives
+ * the end state (cuda_segments.c moves them). */
+static void cuda_carry_state(rnnd_backend *be, const float *state_in, float *state_out) {
+  cuda_backend *cb = (cuda_backend *)be;
+  RNND_ASSERT(cb->directions == 1);
+  cb->seg.stream_in = state_in;
+  cb->seg.stream_out = state_out;
 }
 
 static size_t cuda_activation_bytes(const rnnd_backend *be) { return ((const cuda_backend *)be)->activation_bytes; }
@@ -463,8 +509,9 @@ static void cuda_destroy(rnnd_backend *be) {
 
 /* cuDNN's RNN records no per-gate values we could read back (its reserve
  * space is opaque), so the CUDA backend offers no gate histograms. */
-static const rnnd_backend_ops cuda_ops = {"cuda", cuda_train_batch, cuda_eval_batch, cuda_activation_bytes,
-                                          cuda_workspace_bytes, NULL, cuda_destroy, NULL, NULL};
+static const rnnd_backend_ops cuda_ops = {"cuda",          cuda_train_batch, cuda_eval_batch, cuda_activation_bytes,
+                                          cuda_workspace_bytes, NULL,      cuda_destroy,    cuda_carry_state,
+                                          cuda_last_stats};
 
 /* --- creation ------------------------------------------------------------- */
 
@@ -517,6 +564,18 @@ static void allocate(cuda_backend *cb) {
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
+/* With segmented backpropagation the activation buffers hold one segment;
+ * the whole batch's states only at the segment boundaries. */
+static void choose_held_shape(cuda_backend *cb) {
+  const int K = cb->cap.bptt_segment;
+  cb->seg.segment = K > 0 && K < cb->cap.max_steps ? K : 0;
+  cb->held_steps = cb->seg.segment ? K : cb->cap.max_steps;
+  cb->held_tokens = cb->cap.max_tokens;
+  if (cb->seg.segment && (int64_t)K * cb->cap.max_pieces < cb->held_tokens)
+    cb->held_tokens = (int64_t)K * cb->cap.max_pieces;
+  cb->seg.boundaries = cb->seg.segment ? (cb->cap.max_steps + K - 1) / K - 1 : 0;
+}
+
 rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
   if (layout->shape.decoder != RNND_DECODER_SOFTMAX)
     rnnd_input_error("model.decoder = adaptive is not implemented on the CUDA backend (use the CPU)");
@@ -535,11 +594,18 @@ rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_
   cb->vocab = s->vocab_size;
   cb->top = s->hidden * s->directions;
   cb->gates = layout->gates;
+  cb->heads.classify = s->task == RNND_TASK_CLASSIFY;
+  cb->heads.n_classes = s->n_classes;
+  cb->heads.regress = s->task == RNND_TASK_REGRESS;
+  cb->heads.n_features = s->n_features;
+  if (cb->heads.regress) cb->vocab = s->n_features; /* the decoder's width: the next step's features */
   cb->storage = cap->storage;
   set_types(cb);
+  choose_held_shape(cb);
   cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
   if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
-  if (cb->decoder_rows > cb->cap.max_tokens) cb->decoder_rows = (int)cb->cap.max_tokens;
+  if (cb->decoder_rows > cb->held_tokens) cb->decoder_rows = (int)cb->held_tokens;
+  if (cb->heads.classify) cb->decoder_rows = 1; /* no language-model decoder: its buffers stay minimal */
   create_handles(cb);
   create_layer_descriptors(cb);
   size_temp_spaces(cb);

@@ -1,7 +1,9 @@
-/* cuda_internal.h — the CUDA backend's state, shared by its two files:
- * cuda_backend.c (forward and backward on one batch) and cuda_resident.c
- * (the device-resident optimizer step with the NCCL all-reduce). Not part
- * of the public interface. */
+/* cuda_internal.h — the CUDA backend's state, shared by its files:
+ * cuda_backend.c (forward and backward on one batch), cuda_heads.c (the
+ * classify and regress heads and the input projection), cuda_segments.c
+ * (carried stream state and segmented backpropagation, and the driver of
+ * one batch) and cuda_resident.c (the device-resident optimizer step with
+ * the NCCL all-reduce). Not part of the public interface. */
 #ifndef RNND_CUDA_INTERNAL_H
 #define RNND_CUDA_INTERNAL_H
 
@@ -46,6 +48,57 @@ typedef struct {
   double *host_scalars;
   unsigned long long *host_counts;
 } cuda_resident;
+
+/* Per layer, in D, [pieces, hidden] each (device; NULL: zeros in, not
+ * wanted out): the state the next forward starts from, where its final
+ * state goes, and for backward the incoming state gradient and where the
+ * gradient of the starting state goes. c is the LSTM's cell (NULL: GRU). */
+typedef struct {
+  void *hx[RNND_MAX_LAYERS], *cx[RNND_MAX_LAYERS];
+  void *hy[RNND_MAX_LAYERS], *cy[RNND_MAX_LAYERS];
+  void *dhy[RNND_MAX_LAYERS], *dcy[RNND_MAX_LAYERS];
+  void *dhx[RNND_MAX_LAYERS], *dcx[RNND_MAX_LAYERS];
+} cuda_state_link;
+
+/* model.task = classify and regress (device buffers in the arena, host
+ * ones in the pinned area). */
+typedef struct {
+  int classify, n_classes;
+  int regress, n_features;
+  /* classify: the final hidden state of each piece (cuda_gather_final) */
+  void *features, *d_features;    /* [max_pieces, top] in D */
+  float *class_logits;            /* [max_pieces, n_classes], then the gradient */
+  void *class_grad16;             /* the gradient in D (16-bit storage only) */
+  int32_t *final_fwd, *final_bwd, *labels, *correct; /* [max_pieces] */
+  int32_t *host_final, *host_correct; /* pinned: fwd rows, bwd rows, labels; correct flags */
+  /* regress */
+  float *series_in, *series_target, *std; /* [tokens, F] x 2, [F] */
+  void *series16;                 /* series_in in D (== series_in with fp32) */
+  uint8_t *scored;                /* [tokens] */
+  double *row_sq, *row_abs;       /* [tokens] */
+  double *error_sums;             /* [4]: this batch's squared and absolute errors, and one part of each */
+  float *host_series;             /* pinned: [tokens, F] in, [tokens, F] target, [F] std */
+  uint8_t *host_scored;
+  double *host_errors;            /* pinned [2] */
+  int pieces_scored;              /* classify: rows of host_correct to add up */
+  rnnd_head_stats stats;          /* of the last batch */
+} cuda_heads;
+
+/* Carried stream state (data.mode = stream) and segmented backpropagation
+ * (capacity.bptt_segment). */
+typedef struct {
+  const float *stream_in;         /* host rows of carry_state, for the next batch only */
+  float *stream_out;
+  float *state;                   /* device [max_pieces, state width] fp32 */
+  float *host_state;              /* pinned, the same */
+  void *start_h[RNND_MAX_LAYERS], *start_c[RNND_MAX_LAYERS]; /* the carried state in D */
+  void *end_h[RNND_MAX_LAYERS], *end_c[RNND_MAX_LAYERS];     /* the batch's final state in D */
+  int segment;                    /* K (0: whole batches) */
+  int boundaries;                 /* states kept between segments: ceil(max_steps / K) - 1 */
+  void *boundary_h, *boundary_c;  /* [boundaries][layers][max_pieces * hidden] in D */
+  void *carry_dh[2][RNND_MAX_LAYERS], *carry_dc[2][RNND_MAX_LAYERS]; /* ping-pong state gradients */
+  int64_t *view_offsets;          /* host [K + 1] for batch_step_view */
+} cuda_segments;
 
 typedef struct {
   rnnd_backend base;
@@ -92,6 +145,14 @@ typedef struct {
   double *host_nll;
   size_t activation_bytes, workspace_bytes;
   cuda_resident resident; /* optimizer_state > 0 only */
+  /* steps and rows the activation buffers hold: the capacity's, or one
+   * segment's with capacity.bptt_segment */
+  int held_steps;
+  int64_t held_tokens;
+  double *nll_part;       /* the loss of one decoder pass, added into nll_sum */
+  cuda_state_link link;   /* cleared after every batch */
+  cuda_heads heads;
+  cuda_segments seg;
 } cuda_backend;
 
 /* Weight spaces (and the 16-bit copy) <- the device's canonical fp32 weights. */
@@ -114,7 +175,50 @@ void *cuda_carve(uintptr_t base, size_t *used, size_t bytes);
  * decoder's gradient is final). No host synchronisation. */
 void cuda_backend_decoder_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
 void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b);
+/* Forward and backward through the layers, starting from and leaving the
+ * states cb->link names. */
 void cuda_backend_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, int training);
 void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr);
+void cuda_backend_check_batch(const cuda_backend *cb, const rnnd_batch *b);
+
+/* A linear head on rows of x (in D): logits[rows, width] (fp32) = x W^T
+ * with W at `weight` of the compute copy, `in` wide; the bias is added by
+ * the kernel that reads the logits. Backward from the gradient (fp32 in
+ * logits, in D in grad16 with 16-bit storage): W and bias gradients, and
+ * dx = dlogits W (not when dx is NULL). */
+typedef struct {
+  size_t weight, bias;
+  int width, in;
+  float *logits;
+  void *grad16;
+} cuda_linear;
+void cuda_linear_logits(cuda_backend *cb, const cuda_linear *h, const void *x, int rows);
+void cuda_linear_backward(cuda_backend *cb, const cuda_linear *h, const void *x, void *dx, int rows);
+
+/* cuda_heads.c */
+void cuda_heads_carve(cuda_backend *cb, uintptr_t base, size_t *used);
+void cuda_heads_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
+/* Regress: the batch's series rows to the device (from upload_batch). */
+void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b);
+/* x[0] = the input projection of the series rows, and its backward from dx0. */
+void cuda_input_projection(cuda_backend *cb, int64_t rows);
+void cuda_input_projection_backward(cuda_backend *cb, const void *dx0, int64_t rows);
+/* The classify or regress head of a batch (or segment view) in place of
+ * the language-model decoder: loss into nll_sum, and with weight > 0 the
+ * head's gradients and dL/d(top layer output) into dy. */
+void cuda_heads_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
+/* Clears the stats before a batch; adds up the device's share after the stream has run. */
+void cuda_heads_begin(cuda_backend *cb);
+void cuda_heads_finish(cuda_backend *cb);
+
+/* cuda_segments.c */
+void cuda_segments_carve(cuda_backend *cb, uintptr_t base, size_t *used);
+void cuda_segments_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
+/* Forward, head and (weight > 0) backward of a whole batch: by segments
+ * when it is longer than capacity.bptt_segment, from the carried stream
+ * state when carry_state armed one (whose end state it then writes). The
+ * batch's loss lands in cb->nll_sum; no host synchronisation except what
+ * the carried state and the head's measurements need. */
+void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight, int training);
 
 #endif

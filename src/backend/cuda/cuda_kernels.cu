@@ -240,6 +240,115 @@ __global__ void optimizer_update(float *params, const float *grads, float *m, fl
   }
 }
 
+
+/* --- the task heads and carried state (cuda_tasks.c) --- */
+
+/* One thread per element of the [pieces, hidden] state of `layer`. */
+template <typename T>
+__global__ void state_split(T *h, T *c, const float *state, int pieces, int width, int layer, int hidden) {
+  int64_t n = (int64_t)pieces * hidden;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t piece = i / hidden, k = i - piece * hidden;
+    const float *row = state + piece * width + (int64_t)2 * layer * hidden;
+    h[i] = from_f32<T>(row[k]);
+    if (c) c[i] = from_f32<T>(row[hidden + k]);
+  }
+}
+
+template <typename T>
+__global__ void state_join(float *state, const T *h, const T *c, int pieces, int width, int layer, int hidden) {
+  int64_t n = (int64_t)pieces * hidden;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t piece = i / hidden, k = i - piece * hidden;
+    float *row = state + piece * width + (int64_t)2 * layer * hidden;
+    row[k] = to_f32(h[i]);
+    row[hidden + k] = c ? to_f32(c[i]) : 0.0f;
+  }
+}
+
+/* features[k] = [y[fwd_rows[k], 0:H] | y[bwd_rows[k], H:2H]] (or back). */
+template <typename T>
+__global__ void final_rows(T *features, T *y, const int32_t *fwd_rows, const int32_t *bwd_rows, int n, int hidden,
+                           int directions, int to_features) {
+  const int top = hidden * directions;
+  int64_t total = (int64_t)n * top;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t k = i / top;
+    int unit = (int)(i - k * top);
+    int64_t row = unit < hidden ? fwd_rows[k] : bwd_rows[k];
+    T *at = y + row * top + unit;
+    if (to_features) features[i] = *at;
+    else *at = features[i];
+  }
+}
+
+/* correct[r] = 1 when the highest of logits[r] + bias is labels[r] (the
+ * first highest, as the CPU's row_argmax). One thread per row. */
+template <typename T>
+__global__ void count_correct(const float *logits, const T *bias, const int32_t *labels, int rows, int classes,
+                              int32_t *correct) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float *row = logits + (int64_t)r * classes;
+  int best = 0;
+  float best_value = row[0] + to_f32(bias[0]);
+  for (int j = 1; j < classes; j++) {
+    float v = row[j] + to_f32(bias[j]);
+    if (v > best_value) {
+      best_value = v;
+      best = j;
+    }
+  }
+  correct[r] = best == labels[r];
+}
+
+/* One thread per row: prediction = pred + bias; the row's loss is its mean
+ * squared error over the features when scored; pred becomes
+ * weight * 2 (prediction - target) / F on scored rows, 0 elsewhere. */
+template <typename T>
+__global__ void mse_rows(float *pred, T *grad16, const T *bias, const float *target, const uint8_t *scored,
+                         const float *std, int rows, int features, float weight, double *row_loss, double *row_sq,
+                         double *row_abs) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float *p = pred + (int64_t)r * features;
+  const float *t = target + (int64_t)r * features;
+  double loss = 0.0, sq = 0.0, abs_sum = 0.0;
+  for (int f = 0; f < features; f++) {
+    float e = p[f] + to_f32(bias[f]) - t[f];
+    if (scored[r]) {
+      double original = (double)e * std[f];
+      loss += (double)e * e;
+      sq += original * original;
+      abs_sum += fabs(original);
+    }
+    float g = scored[r] ? weight * 2.0f * e / (float)features : 0.0f;
+    p[f] = g;
+    if (grad16) grad16[(int64_t)r * features + f] = from_f32<T>(g);
+  }
+  row_loss[r] = loss / features;
+  row_sq[r] = sq;
+  row_abs[r] = abs_sum;
+}
+
+template <typename T> __global__ void fill_rows(T *dst, const T *row, int64_t rows, int width) {
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = row[i % width];
+}
+
+/* dst[j] += sum over rows of src[r, j]: one thread per column, rows in
+ * order, so the sum does not depend on the launch. */
+template <typename T> __global__ void add_column_sums(float *dst, const T *src, int64_t rows, int width) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= width) return;
+  float sum = 0.0f;
+  for (int64_t r = 0; r < rows; r++) sum += to_f32(src[r * width + j]);
+  dst[j] += sum;
+}
+
+__global__ void add_f64(double *acc, const double *x) { *acc += *x; }
+
 } // namespace
 
 /* Calls F<float>, F<__half> or F<__nv_bfloat16> for the activation type. */
@@ -344,5 +453,67 @@ extern "C" void cuda_optimizer_update(float *params, const float *grads, float *
                                       double *param_partials, cudaStream_t stream) {
   optimizer_update<<<CUDA_NORM_BLOCKS, kThreads, 0, stream>>>(params, grads, m, v, n, *args, update_partials,
                                                               param_partials);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_state_split(void *h, void *c, rnnd_dtype d, const float *state, int pieces, int width, int layer,
+                                 int hidden, cudaStream_t stream) {
+  if (pieces <= 0) return;
+  DISPATCH(d, (state_split<T><<<grid_for((int64_t)pieces * hidden), kThreads, 0, stream>>>((T *)h, (T *)c, state,
+                                                                                      pieces, width, layer, hidden)));
+}
+
+extern "C" void cuda_state_join(float *state, const void *h, const void *c, rnnd_dtype d, int pieces, int width,
+                                int layer, int hidden, cudaStream_t stream) {
+  if (pieces <= 0) return;
+  DISPATCH(d, (state_join<T><<<grid_for((int64_t)pieces * hidden), kThreads, 0, stream>>>(
+                  state, (const T *)h, (const T *)c, pieces, width, layer, hidden)));
+}
+
+extern "C" void cuda_gather_final(void *features, const void *y, rnnd_dtype d, const int32_t *fwd_rows,
+                                  const int32_t *bwd_rows, int n, int hidden, int directions, cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (final_rows<T><<<grid_for((int64_t)n * hidden * directions), kThreads, 0, stream>>>(
+                  (T *)features, (T *)y, fwd_rows, bwd_rows, n, hidden, directions, 1)));
+}
+
+extern "C" void cuda_scatter_final(void *dy, const void *d_features, rnnd_dtype d, const int32_t *fwd_rows,
+                                   const int32_t *bwd_rows, int n, int hidden, int directions, cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (final_rows<T><<<grid_for((int64_t)n * hidden * directions), kThreads, 0, stream>>>(
+                  (T *)d_features, (T *)dy, fwd_rows, bwd_rows, n, hidden, directions, 0)));
+}
+
+extern "C" void cuda_count_correct(const float *logits, const void *bias, rnnd_dtype d, const int32_t *labels,
+                                   int rows, int classes, int32_t *correct, cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (count_correct<T><<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+                  logits, (const T *)bias, labels, rows, classes, correct)));
+}
+
+extern "C" void cuda_mse(float *pred, void *grad16, rnnd_dtype d, const void *bias, const float *target,
+                         const uint8_t *scored, const float *std, int rows, int features, float weight,
+                         double *row_loss, double *row_sq, double *row_abs, cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (mse_rows<T><<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+                  pred, (T *)grad16, (const T *)bias, target, scored, std, rows, features, weight, row_loss, row_sq,
+                  row_abs)));
+}
+
+extern "C" void cuda_fill_rows(void *dst, rnnd_dtype d, const void *row, int64_t rows, int width,
+                               cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (fill_rows<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)dst, (const T *)row, rows, width)));
+}
+
+extern "C" void cuda_add_column_sums(float *dst, const void *src, rnnd_dtype d, int64_t rows, int width,
+                                     cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (add_column_sums<T><<<(width + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dst, (const T *)src,
+                                                                                              rows, width)));
+}
+
+extern "C" void cuda_add_f64(double *acc, const double *x, cudaStream_t stream) {
+  add_f64<<<1, 1, 0, stream>>>(acc, x);
   CUDA_CHECK_LAUNCH();
 }

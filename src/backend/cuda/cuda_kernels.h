@@ -55,6 +55,39 @@ void cuda_canonical_to_space(void *space, rnnd_dtype d, const float *canonical, 
 void cuda_space_add_to_canonical(float *canonical, const void *space, rnnd_dtype d,
                                  const cuda_weight_segment *segments, int n, int64_t longest, cudaStream_t stream);
 
+/* --- the task heads and the carried state (cuda_tasks.c) --- */
+
+/* Layer `layer`'s h and c (c may be NULL: GRU), [pieces, hidden] in D, from
+ * and to rows of a carried state (rnnd_state_width floats a row: per layer
+ * h then c; a GRU's c is written as zeros). */
+void cuda_state_split(void *h, void *c, rnnd_dtype d, const float *state, int pieces, int width, int layer,
+                      int hidden, cudaStream_t stream);
+void cuda_state_join(float *state, const void *h, const void *c, rnnd_dtype d, int pieces, int width, int layer,
+                     int hidden, cudaStream_t stream);
+/* features[k] = [y[fwd_rows[k], 0:H] | y[bwd_rows[k], H:2H]] for k < n (the
+ * second half only when bidirectional), y rows H * directions wide; and
+ * the scatter back into those places of dy. */
+void cuda_gather_final(void *features, const void *y, rnnd_dtype d, const int32_t *fwd_rows, const int32_t *bwd_rows,
+                       int n, int hidden, int directions, cudaStream_t stream);
+void cuda_scatter_final(void *dy, const void *d_features, rnnd_dtype d, const int32_t *fwd_rows,
+                        const int32_t *bwd_rows, int n, int hidden, int directions, cudaStream_t stream);
+/* correct[r] = (argmax_j logits[r, j] + bias[j]) == labels[r] (first maximum). */
+void cuda_count_correct(const float *logits, const void *bias, rnnd_dtype d, const int32_t *labels, int rows,
+                        int classes, int32_t *correct, cudaStream_t stream);
+/* The regression head's loss per row (pred + bias against target, mean
+ * squared error over the features of a scored row, else 0), its squared
+ * and absolute errors in original units (times std), and in pred (and in
+ * D into grad16 when not NULL) weight * d(loss)/d(prediction). */
+void cuda_mse(float *pred, void *grad16, rnnd_dtype d, const void *bias, const float *target, const uint8_t *scored,
+              const float *std, int rows, int features, float weight, double *row_loss, double *row_sq,
+              double *row_abs, cudaStream_t stream);
+/* dst[r, :] = row[:] for r < rows (both in D). */
+void cuda_fill_rows(void *dst, rnnd_dtype d, const void *row, int64_t rows, int width, cudaStream_t stream);
+/* dst[j] += sum_r src[r, j] (src in D), summed in row order. */
+void cuda_add_column_sums(float *dst, const void *src, rnnd_dtype d, int64_t rows, int width, cudaStream_t stream);
+/* *acc += *x on the device. */
+void cuda_add_f64(double *acc, const double *x, cudaStream_t stream);
+
 /* --- the device-resident step (cuda_resident.c) --- */
 
 /* Blocks of the fixed grid the norm kernels use: their per-block partial

@@ -146,13 +146,8 @@ static void compute_share(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
     CUDA_CHECK(cudaMemcpyAsync(cb->grads + numel - 1, &nan, sizeof nan, cudaMemcpyHostToDevice, cb->stream));
   }
   if (b && b->n_tokens > 0) {
-    if (b->n_pieces > cb->cap.max_pieces || b->n_steps > cb->cap.max_steps || b->n_tokens > cb->cap.max_tokens)
-      RNND_FAIL("batch (%d pieces, %d steps, %lld tokens) exceeds the backend capacity", b->n_pieces, b->n_steps,
-                (long long)b->n_tokens);
-    cuda_backend_upload_batch(cb, b);
-    cuda_backend_forward(cb, b, dr, 1);
-    cuda_backend_decoder_pass(cb, b, loss_weight, cb->grad_a);
-    cuda_backend_backward(cb, b, dr);
+    cuda_backend_check_batch(cb, b);
+    cuda_backend_run(cb, b, dr, loss_weight, 1);
   }
   CUDA_CHECK(cudaEventRecord(cb->resident.backward_done, cb->stream));
   cuda_resident_gradient_ready(cb, 0); /* whatever is left (all of it for an empty share) */

@@ -1,0 +1,263 @@
+/* test_cuda_tasks.c — the CUDA backend computes the CPU reference's
+ * function for the workloads beyond whole-sequence language models:
+ *  - segmented backpropagation (capacity.bptt_segment = K, K = 7 and 64)
+ *    on a batch of long uneven pieces (300 steps down to 1), GRU and LSTM,
+ *    2 layers, with dropout: loss and every gradient equal the CPU's
+ *    whole-batch ones (<= 1e-4 relative in fp32), evaluation too, and the
+ *    GPU holds fewer activation bytes than without segments;
+ *  - carried stream state (carry_state): the same state rows in, the same
+ *    loss, gradients and end-state rows out (whole and by segments);
+ *  - model.task = classify (uni- and bidirectional): loss, gradients and
+ *    the count of correct pieces;
+ *  - model.task = regress: loss, gradients, and the squared and absolute
+ *    errors in original units.
+ * fp32 at 1e-4; bf16 storage once per task at 2e-2. Without a CUDA device
+ * it prints "SKIPPED: no CUDA device" and exits 77.
+ * usage: test_cuda_tasks [--cpu-standin]: a CPU backend (with the same
+ * segments) stands in for the GPU, which checks the harness itself where
+ * there is no GPU: segmented against whole batches on the CPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnnd/backend.h"
+#include "rnnd/common.h"
+#include "rnnd/cuda_backend.h"
+#include "rnnd/rng.h"
+
+#define SKIP_CODE 77
+#define N_PIECES 7
+#define VOCAB 40
+#define FEATURES 3
+
+static const int piece_lengths[N_PIECES] = {300, 300, 170, 64, 63, 2, 1};
+static const float feature_std[FEATURES] = {2.0f, 0.5f, 10.0f};
+static int failures = 0, checks = 0;
+/* the backend under test: the CUDA one, or the CPU standing in for it */
+static rnnd_backend *(*create_tested)(const rnnd_layout *, const rnnd_backend_capacity *) = cuda_backend_create;
+
+static void expect(int ok, const char *what, double value, double limit) {
+  checks++;
+  printf("%s %-66s %.3g (limit %.0e)\n", ok ? "ok  " : "FAIL", what, value, limit);
+  if (!ok) failures++;
+}
+
+static double relative(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+/* max |a - b| / max |b| over n floats. */
+static double tensor_error(const float *a, const float *b, size_t n) {
+  double diff = 0.0, scale = 1e-30;
+  for (size_t i = 0; i < n; i++) {
+    diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+    scale = fmax(scale, fabs((double)b[i]));
+  }
+  return diff / scale;
+}
+
+typedef struct {
+  rnnd_dataset data;
+  rnnd_batch batch;
+} test_batch;
+
+/* Random tokens, labels and (with features) series rows; each sequence is one piece. */
+static void make_batch(test_batch *tb, int features) {
+  memset(tb, 0, sizeof *tb);
+  rnnd_dataset *ds = &tb->data;
+  rnnd_piece pieces[N_PIECES];
+  int64_t total = 0;
+  for (int i = 0; i < N_PIECES; i++) total += piece_lengths[i];
+  ds->tokens = RNND_ALLOC(int32_t, total, "tokens");
+  ds->offsets = RNND_ALLOC(int64_t, N_PIECES + 1, "offsets");
+  ds->n_tokens = total;
+  ds->n_sequences = N_PIECES;
+  ds->vocab_size = VOCAB;
+  for (int64_t i = 0; i < total; i++) ds->tokens[i] = 1 + (int32_t)(rng_key2(91, (uint64_t)i) % (VOCAB - 1));
+  for (int i = 0; i < N_PIECES; i++) {
+    ds->offsets[i + 1] = ds->offsets[i] + piece_lengths[i];
+    pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = piece_lengths[i], .id = 200 + i};
+  }
+  rnnd_batch *b = &tb->batch;
+  batch_init(b, N_PIECES, piece_lengths[0], total);
+  batch_fill(b, ds, pieces, N_PIECES);
+  for (int i = 0; i < N_PIECES; i++) b->labels[i] = (i * 5) % 4;
+  if (!features) return;
+  batch_init_series(b, features);
+  for (int64_t r = 0; r < b->n_tokens * features; r++) {
+    b->series_in[r] = 2.0f * rng_uniform_from(rng_key2(92, (uint64_t)r)) - 1.0f;
+    b->series_target[r] = 2.0f * rng_uniform_from(rng_key2(93, (uint64_t)r)) - 1.0f;
+  }
+  b->n_scored = 0;
+  for (int64_t r = 0; r < b->n_tokens; r++) {
+    b->scored[r] = (uint8_t)(rng_key2(94, (uint64_t)r) % 3 != 0);
+    b->n_scored += b->scored[r];
+  }
+  b->series_std = feature_std;
+}
+
+static void free_batch(test_batch *tb) {
+  batch_free(&tb->batch);
+  dataset_free(&tb->data);
+}
+
+typedef struct {
+  const char *label;
+  rnnd_model_shape shape;
+  rnnd_dtype storage;
+  int segment;     /* the GPU's bptt_segment (the CPU runs whole batches) */
+  int carry;       /* carry_state with random rows */
+  float dropout;
+} task_case;
+
+typedef struct {
+  double loss, eval_loss;
+  float *grads, *state_out;
+  rnnd_head_stats stats, eval_stats;
+  size_t activation_bytes;
+} run_result;
+
+static void run_backend(rnnd_backend *be, const float *params, const rnnd_batch *b, const task_case *c,
+                        const float *state_in, run_result *out) {
+  const size_t n = be->layout->numel;
+  const int width = rnnd_state_width(&be->layout->shape);
+  out->grads = RNND_ALLOC(float, n, "grads");
+  out->state_out = RNND_ALLOC(float, (size_t)N_PIECES * width, "state out");
+  rnnd_dropout dr = {5, 3, c->dropout};
+  if (c->carry) be->ops->carry_state(be, state_in, out->state_out);
+  out->loss = be->ops->train_batch(be, params, out->grads, b, &dr, 0.01f);
+  be->ops->last_stats(be, &out->stats);
+  out->eval_loss = be->ops->eval_batch(be, params, b);
+  be->ops->last_stats(be, &out->eval_stats);
+  out->activation_bytes = be->ops->activation_bytes(be);
+}
+
+static void compare_stats(const char *label, const rnnd_head_stats *gpu, const rnnd_head_stats *cpu, double limit) {
+  char what[160];
+  if (cpu->values || gpu->values) {
+    snprintf(what, sizeof what, "%s: scored values %lld vs %lld", label, (long long)gpu->values,
+             (long long)cpu->values);
+    expect(gpu->values == cpu->values, what, (double)(gpu->values - cpu->values), 0);
+    snprintf(what, sizeof what, "%s: squared error", label);
+    expect(relative(gpu->sq_error, cpu->sq_error) <= limit, what, relative(gpu->sq_error, cpu->sq_error), limit);
+    snprintf(what, sizeof what, "%s: absolute error", label);
+    expect(relative(gpu->abs_error, cpu->abs_error) <= limit, what, relative(gpu->abs_error, cpu->abs_error), limit);
+  } else {
+    snprintf(what, sizeof what, "%s: correct pieces %lld vs %lld", label, (long long)gpu->correct,
+             (long long)cpu->correct);
+    expect(gpu->correct == cpu->correct, what, (double)(gpu->correct - cpu->correct), 0);
+  }
+}
+
+static void compare_case(const task_case *c) {
+  const double limit = c->storage == RNND_DTYPE_F32 ? 1e-4 : 2e-2;
+  rnnd_layout layout;
+  model_layout_init(&layout, &c->shape);
+  test_batch tb;
+  make_batch(&tb, c->shape.n_features);
+  const rnnd_batch *b = &tb.batch;
+  rnnd_backend_capacity cap = {.max_pieces = N_PIECES, .max_steps = b->n_steps, .max_tokens = b->n_tokens,
+                               .threads = 1, .storage = c->storage};
+  rnnd_backend *cpu = cpu_backend_create(&layout, &cap);
+  rnnd_backend *plain_gpu = c->segment ? create_tested(&layout, &cap) : NULL;
+  cap.bptt_segment = c->segment;
+  rnnd_backend *gpu = create_tested(&layout, &cap);
+  const size_t n = layout.numel;
+  const int width = rnnd_state_width(&layout.shape);
+  float *params = RNND_ALLOC(float, n, "params"), *state_in = RNND_ALLOC(float, (size_t)N_PIECES * width, "state");
+  model_init_params(&layout, params, 8);
+  for (size_t i = 0; i < n && c->storage != RNND_DTYPE_F32; i++)
+    params[i] = rnnd_half_to_f32(c->storage, rnnd_f32_to_half(c->storage, params[i]));
+  for (int64_t i = 0; i < (int64_t)N_PIECES * width; i++)
+    state_in[i] = 0.5f * (2.0f * rng_uniform_from(rng_key2(95, (uint64_t)i)) - 1.0f);
+  run_result rc, rg;
+  run_backend(cpu, params, b, c, state_in, &rc);
+  run_backend(gpu, params, b, c, state_in, &rg);
+  char what[200];
+  snprintf(what, sizeof what, "%s: loss", c->label);
+  expect(relative(rg.loss, rc.loss) <= limit, what, relative(rg.loss, rc.loss), limit);
+  double worst = 0.0;
+  const char *worst_name = "";
+  for (int v = 0; v < layout.n_views; v++) {
+    const rnnd_param_view *view = &layout.views[v];
+    double e = tensor_error(rg.grads + view->offset, rc.grads + view->offset, view->numel);
+    if (e > worst) {
+      worst = e;
+      worst_name = view->name;
+    }
+  }
+  snprintf(what, sizeof what, "%s: gradients (worst %s)", c->label, worst_name);
+  expect(worst <= limit, what, worst, limit);
+  snprintf(what, sizeof what, "%s: eval loss", c->label);
+  expect(relative(rg.eval_loss, rc.eval_loss) <= limit, what, relative(rg.eval_loss, rc.eval_loss), limit);
+  if (c->carry) {
+    int rows = b->batch_sizes[b->n_steps - 1];
+    double e = tensor_error(rg.state_out, rc.state_out, (size_t)rows * width);
+    snprintf(what, sizeof what, "%s: end state (%d rows)", c->label, rows);
+    expect(e <= limit, what, e, limit);
+  }
+  if (c->shape.task != RNND_TASK_LM) {
+    compare_stats(c->label, &rg.stats, &rc.stats, limit);
+    snprintf(what, sizeof what, "%s eval", c->label);
+    compare_stats(what, &rg.eval_stats, &rc.eval_stats, limit);
+  }
+  if (plain_gpu) {
+    size_t whole = plain_gpu->ops->activation_bytes(plain_gpu);
+    snprintf(what, sizeof what, "%s: activation MiB with segments / without (%.2f / %.2f)", c->label,
+             rg.activation_bytes / 1048576.0, whole / 1048576.0);
+    expect(rg.activation_bytes < whole, what, (double)rg.activation_bytes / (double)whole, 1.0);
+    plain_gpu->ops->destroy(plain_gpu);
+  }
+  free(rc.grads);
+  free(rc.state_out);
+  free(rg.grads);
+  free(rg.state_out);
+  free(params);
+  free(state_in);
+  cpu->ops->destroy(cpu);
+  gpu->ops->destroy(gpu);
+  free_batch(&tb);
+}
+
+static rnnd_model_shape lm_shape(int cell) {
+  return (rnnd_model_shape){.cell = cell, .layers = 2, .embed = 24, .hidden = 32, .vocab_size = VOCAB,
+                            .directions = 1};
+}
+
+int main(int argc, char **argv) {
+  rnnd_set_program_name("test_cuda_tasks");
+  if (argc > 1 && !strcmp(argv[1], "--cpu-standin")) {
+    create_tested = cpu_backend_create;
+    printf("device: the CPU backend standing in for the GPU\n");
+  } else if (cuda_device_count() == 0) {
+    printf("SKIPPED: no CUDA device\n");
+    return SKIP_CODE;
+  } else {
+    char name[160];
+    cuda_device_bind(0, name, sizeof name);
+    printf("device: %s\n", name);
+  }
+  rnnd_model_shape gru = lm_shape(RNND_CELL_GRU), lstm = lm_shape(RNND_CELL_LSTM);
+  rnnd_model_shape classify_bi = gru, classify_lstm = lstm, regress = lstm;
+  classify_bi.directions = 2;
+  classify_bi.task = classify_lstm.task = RNND_TASK_CLASSIFY;
+  classify_bi.n_classes = classify_lstm.n_classes = 4;
+  regress.task = RNND_TASK_REGRESS;
+  regress.n_features = FEATURES;
+  regress.vocab_size = 0;
+  const task_case cases[] = {
+      {"GRU segments K=7", gru, RNND_DTYPE_F32, 7, 0, 0.2f},
+      {"LSTM segments K=64", lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
+      {"GRU carried state", gru, RNND_DTYPE_F32, 0, 1, 0.2f},
+      {"LSTM carried state, segments K=64", lstm, RNND_DTYPE_F32, 64, 1, 0.0f},
+      {"LSTM carried state bf16", lstm, RNND_DTYPE_BF16, 0, 1, 0.0f},
+      {"classify GRU bidirectional", classify_bi, RNND_DTYPE_F32, 0, 0, 0.2f},
+      {"classify LSTM segments K=64", classify_lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
+      {"classify GRU bidirectional bf16", classify_bi, RNND_DTYPE_BF16, 0, 0, 0.0f},
+      {"regress LSTM", regress, RNND_DTYPE_F32, 0, 0, 0.2f},
+      {"regress LSTM segments K=7", regress, RNND_DTYPE_F32, 7, 0, 0.0f},
+      {"regress LSTM bf16", regress, RNND_DTYPE_BF16, 0, 0, 0.0f},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) compare_case(&cases[i]);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures ? 1 : 0;
+}
