@@ -20,6 +20,8 @@
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 
+#include "gpu_compare.h"
+
 #define SKIP_CODE 77
 #define PIECES 7
 
@@ -56,16 +58,6 @@ static void fill_batch(rnnd_batch *b, const rnnd_dataset *ds) {
     pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = (int32_t)dataset_sequence_length(ds, i), .id = 100 + i};
   batch_init(b, PIECES, 23, ds->n_tokens);
   batch_fill(b, ds, pieces, PIECES);
-}
-
-/* max |a - b| / max |b| over one tensor. */
-static double tensor_error(const float *a, const float *b, size_t n) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < n; i++) {
-    diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
-    scale = fmax(scale, fabs((double)b[i]));
-  }
-  return diff / scale;
 }
 
 /* The trainer's compute copy: the weights rounded to the 16-bit format. */

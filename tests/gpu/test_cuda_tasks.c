@@ -26,6 +26,8 @@
 #include "rnnd/cuda_backend.h"
 #include "rnnd/rng.h"
 
+#include "gpu_compare.h"
+
 #define SKIP_CODE 77
 #define N_PIECES 7
 #define VOCAB 40
@@ -44,16 +46,6 @@ static void expect(int ok, const char *what, double value, double limit) {
 }
 
 static double relative(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
-
-/* max |a - b| / max |b| over n floats. */
-static double tensor_error(const float *a, const float *b, size_t n) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < n; i++) {
-    diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
-    scale = fmax(scale, fabs((double)b[i]));
-  }
-  return diff / scale;
-}
 
 typedef struct {
   rnnd_dataset data;
