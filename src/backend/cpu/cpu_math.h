@@ -9,6 +9,7 @@
 #ifndef RNND_CPU_MATH_H
 #define RNND_CPU_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,6 +64,42 @@ static inline int row_argmax(const float *row, int n) {
   for (int j = 1; j < n; j++)
     if (row[j] > row[best]) best = j;
   return best;
+}
+
+/* --- softmax rows (the decoders and the heads) --- */
+
+static inline float row_max(const float *row, int n) {
+  float lane[16];
+  int j = 0;
+  for (int k = 0; k < 16; k++) lane[k] = row[0];
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) lane[k] = row[j + k] > lane[k] ? row[j + k] : lane[k];
+  float max = lane[0];
+  for (int k = 1; k < 16; k++) max = lane[k] > max ? lane[k] : max;
+  for (; j < n; j++) max = row[j] > max ? row[j] : max;
+  return max;
+}
+
+/* Sum in 16 fixed lanes: vectorises without reassociation flags, and the
+ * order (so the result) does not depend on the thread count. */
+static inline float row_sum(const float *row, int n) {
+  float lane[16] = {0};
+  int j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) lane[k] += row[j + k];
+  float sum = 0.0f;
+  for (int k = 0; k < 16; k++) sum += lane[k];
+  for (; j < n; j++) sum += row[j];
+  return sum;
+}
+
+/* Turns one row of logits into exp(logit - max) and returns the row's NLL. */
+static inline double softmax_row(float *row, int vocab, int target, float *sum_out) {
+  float max = row_max(row, vocab), target_logit = row[target];
+  for (int j = 0; j < vocab; j++) row[j] = fast_expf(row[j] - max);
+  float sum = row_sum(row, vocab); /* a second pass over a row still in L1/L2 */
+  *sum_out = sum;
+  return (double)logf(sum) + (double)max - (double)target_logit;
 }
 
 #endif
