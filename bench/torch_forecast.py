@@ -174,8 +174,7 @@ def evaluate(model, ds, max_len, k, batch_size):
 
 def main(args, cfg):
     m, d, t = cfg["model"], cfg["data"], cfg["train"]
-    if t["threads"] > 0:
-        torch.set_num_threads(t["threads"])
+    torch.set_num_threads(torch_lm.thread_count(t["threads"]))
     train_set, eval_set = Series(d["train"]), Series(d[args.eval_set])
     features = train_set.values.shape[1]
     torch.manual_seed(t["seed"])

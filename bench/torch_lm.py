@@ -236,14 +236,19 @@ def parse_command_line():
     return args, load_config(args.config, args.set, args.data_dir)
 
 
+def thread_count(threads):
+    """train.threads, where 0 means every core this process may use."""
+    if threads > 0:
+        return threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def set_thread_env(threads):
     """Debian's torch has its own OpenMP pool and calls a separately threaded
     OpenBLAS; with both busy-waiting they fight. Give OpenBLAS the same count
     and make OpenMP wait passively (unless the environment says otherwise).
     Must run before `import torch`."""
-    if threads <= 0:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(threads))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(thread_count(threads)))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -846,8 +851,9 @@ def eval_only(args, cfg):
 
 
 def main(args, cfg):
-    if cfg["train"]["threads"] > 0:
-        torch.set_num_threads(cfg["train"]["threads"])
+    # train.threads = 0 means every core, as in rnn_dist; torch's own default
+    # here is one thread when OMP_NUM_THREADS is unset
+    torch.set_num_threads(thread_count(cfg["train"]["threads"]))
     if args.eval_only_checkpoint:
         eval_only(args, cfg)
     else:
