@@ -358,12 +358,28 @@ static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
   return sampler_next_pieces(&t->train_sampler, pieces);
 }
 
+/* Packs this rank's share (pieces and, to classify, their labels). */
+static void fill_share(rnnd_trainer *t, int share) {
+  batch_fill(&t->batch, &t->train, t->share, share);
+  if (t->classify) batch_fill_labels(&t->batch, &t->train);
+}
+
+/* The head's measurements of the step summed over ranks (zeros from a rank
+ * without a share); *nll, when given, is summed in the same all-reduce. */
+static rnnd_head_stats reduce_head_stats(rnnd_trainer *t, int share, double *nll) {
+  rnnd_head_stats h = {0};
+  if (share && t->backend->ops->last_stats) t->backend->ops->last_stats(t->backend, &h);
+  double sums[5] = {(double)h.correct, h.sq_error, h.abs_error, (double)h.values, nll ? *nll : 0.0};
+  comm_allreduce_sum_f64(t->comm, sums, nll ? 5 : 4);
+  if (nll) *nll = sums[4];
+  return (rnnd_head_stats){(int64_t)sums[0], sums[1], sums[2], (int64_t)sums[3]};
+}
+
 /* This rank's forward and backward on its share; returns its NLL sum. */
 static double compute_share(rnnd_trainer *t, int share, int64_t global_examples, double loss_scale) {
   memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
   if (share == 0) return 0.0; /* a short global batch: this rank only joins the all-reduce */
-  batch_fill(&t->batch, &t->train, t->share, share);
-  if (t->classify) batch_fill_labels(&t->batch, &t->train);
+  fill_share(t, share);
   rnnd_dropout dropout = {(uint64_t)t->cfg->train.seed, t->step, (float)t->cfg->model.dropout};
   /* Weighting by the GLOBAL token count makes the all-reduced sum exactly
    * the gradient of the global batch's mean loss (times the loss scale). */
@@ -445,14 +461,10 @@ static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
   double computed = rnnd_now();
   fault_before_reduce(t);
   grad_sync_allreduce(&t->grad_sync, t->grads);
-  rnnd_head_stats h = {0};
-  if (share && t->backend->ops->last_stats) t->backend->ops->last_stats(t->backend, &h);
-  double sums[5] = {local_nll, (double)h.correct, h.sq_error, h.abs_error, (double)h.values};
-  comm_allreduce_sum_f64(t->comm, sums, 5);
+  st->head = reduce_head_stats(t, share, &local_nll);
   st->compute_s = computed - start;
   st->comm_s = rnnd_now() - computed;
-  st->nll = sums[0];
-  st->head = (rnnd_head_stats){(int64_t)sums[1], sums[2], sums[3], (int64_t)sums[4]};
+  st->nll = local_nll;
 }
 
 #ifdef RNND_HAVE_CUDA
@@ -464,8 +476,7 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   rnnd_step_stats st = {.loss_scale = t->scaler.scale};
   double start = rnnd_now();
   int share = next_share(t, &st);
-  if (share) batch_fill(&t->batch, &t->train, t->share, share);
-  if (share && t->classify) batch_fill_labels(&t->batch, &t->train);
+  if (share) fill_share(t, share);
   rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
   /* as on the CPU: 16-bit rounding with 16-bit precision, or on a 16-bit wire between ranks */
   rnnd_dtype wire = t->precision == RNND_DTYPE_F32 && t->comm->size == 1 ? RNND_DTYPE_F32 : t->grad_sync.wire;
@@ -476,11 +487,7 @@ static rnnd_step_stats device_train_step(rnnd_trainer *t) {
   cuda_resident_gradients(t->backend, t->nccl, share ? &t->batch : NULL, &dropout,
                           (float)(st.loss_scale / (double)st.examples), &options, &g);
   if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
-  rnnd_head_stats h = {0};
-  if (share) t->backend->ops->last_stats(t->backend, &h);
-  double sums[4] = {(double)h.correct, h.sq_error, h.abs_error, (double)h.values};
-  comm_allreduce_sum_f64(t->comm, sums, 4);
-  st.head = (rnnd_head_stats){(int64_t)sums[0], sums[1], sums[2], (int64_t)sums[3]};
+  st.head = reduce_head_stats(t, share, NULL);
   st.nll = g.nll;
   st.underflow = g.underflow;
   st.comm_s = g.exposed_comm_s;
