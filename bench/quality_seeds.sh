@@ -12,8 +12,8 @@
 # same OPENBLAS_CORETYPE. Runs go to OUT_DIR/rnn_dist_SEED (rnn_dist's output
 # directory and log) and OUT_DIR/torch_SEED.log; a result already there is
 # not run again, so an interrupted study resumes (and runs made by hand can
-# be copied in under those names). Arguments
-# after -- are --set overrides given to both programs.
+# be copied in under those names). Arguments after -- are --set overrides
+# given to both programs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage="usage: bench/quality_seeds.sh CONFIG DATA_DIR OUT_DIR SEED... [-- SECTION.KEY=VALUE...]"
