@@ -189,14 +189,15 @@ def main(args, cfg):
         lengths, d["buckets"], d["num_buckets"])
     plan = torch_lm.c_epoch_plan if args.match_rnn_dist else torch_lm.epoch_plan
     bucket_of = np.minimum(np.searchsorted(bounds, lengths, side="left"), len(bounds) - 1)
-    per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0))
+    per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, t["global_batch_tokens"]))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * per_epoch
     print("torch %s; %s: %d pairs, %d features, %d pieces (max_len %d, target_last %d); %d steps"
           % (torch.__version__, d["train"], len(train_set.input_row), features, len(starts), d["max_len"], k, total),
           flush=True)
     step, epoch, t0 = 0, 0, time.time()
     while step < total:
-        for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch):
+        for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch, lengths,
+                        t["global_batch_tokens"]):
             if step >= total:
                 break
             sel = np.sort(sel)

@@ -85,7 +85,7 @@ CONFIG_KEYS = {
         "steps": (int, "0"),
         "epochs": (int, "1"),
         "global_batch": (int, "32"),
-        "global_batch_tokens": (int, "0"),  # only 0 (batches of global_batch pieces) is supported here
+        "global_batch_tokens": (int, "0"),
         "eval_batch": (int, "64"),
         "optimizer": (("adam", "sgd"), "adam"),
         "lr": (float, "0.001"),
@@ -191,8 +191,8 @@ def load_config(path, overrides, data_dir):
     for name in ("train", "valid", "test"):
         if not cfg["data"][name] and cfg["data"]["dir"]:
             cfg["data"][name] = os.path.join(cfg["data"]["dir"], name + ".h5")
-    if cfg["train"]["global_batch_tokens"] != 0:
-        sys.exit("config: train.global_batch_tokens is not supported by this reference script (use global_batch)")
+    if cfg["train"]["global_batch_tokens"] < 0:
+        sys.exit("config: train.global_batch_tokens must be >= 0")
     m = cfg["model"]
     dirs = 2 if m["bidirectional"] else 1
     if m["tie_weights"] and m["decoder"] == "adaptive":
@@ -478,14 +478,34 @@ def bucket_bounds(lengths, spec, num_buckets):
     return bounds
 
 
-def epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
-    """List of piece-index arrays, one per batch, for this epoch."""
+def cut_batches(members, lengths, batch, batch_tokens):
+    """Consecutive batches of members (piece indices, in order): batch pieces
+    each, or with batch_tokens > 0 as many pieces as fit in batch_tokens
+    targets (at least one), as cut_batches in src/data/sampler.c."""
+    if batch_tokens <= 0:
+        return [np.asarray(members[i:i + batch], dtype=np.int64) for i in range(0, len(members), batch)]
+    batches, current, tokens = [], [], 0
+    for piece in members:
+        n = int(lengths[piece])
+        if current and tokens + n > batch_tokens:
+            batches.append(np.asarray(current, dtype=np.int64))
+            current, tokens = [], 0
+        current.append(piece)
+        tokens += n
+    if current:
+        batches.append(np.asarray(current, dtype=np.int64))
+    return batches
+
+
+def epoch_plan(bucket_of, n_buckets, batch, seed, epoch, lengths=None, batch_tokens=0):
+    """List of piece-index arrays, one per batch, for this epoch (lengths:
+    every piece's target count, needed only with batch_tokens > 0)."""
     rng = np.random.default_rng(seed + epoch)
     batches = []
     for b in range(n_buckets):
         members = np.flatnonzero(bucket_of == b)
         members = members[rng.permutation(len(members))]
-        batches += [members[i:i + batch] for i in range(0, len(members), batch)]
+        batches += cut_batches(members, lengths, batch, batch_tokens)
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
@@ -547,13 +567,13 @@ def c_bucket_bounds(lengths, spec, num_buckets):
     return np.array(bounds, dtype=np.int64)
 
 
-def c_epoch_plan(bucket_of, n_buckets, batch, seed, epoch):
+def c_epoch_plan(bucket_of, n_buckets, batch, seed, epoch, lengths=None, batch_tokens=0):
     """Piece-index arrays, one per batch, in rnn_dist's order (sampler_start_epoch)."""
     epoch_key = rng_key2(U64(seed) ^ U64(0x5A3D), U64(epoch))
     batches = []
     for b in range(n_buckets):
         members = c_shuffle(np.flatnonzero(bucket_of == b).tolist(), rng_key2(epoch_key, U64(b)))
-        batches += [np.array(members[i:i + batch], dtype=np.int64) for i in range(0, len(members), batch)]
+        batches += cut_batches(members, lengths, batch, batch_tokens)
     return c_shuffle(batches, rng_key2(epoch_key, U64(0xBA7C)))
 
 
@@ -739,7 +759,8 @@ def train(args, cfg):
         bounds = bucket_bounds(lengths, d["buckets"], d["num_buckets"])
         plan = epoch_plan
     bucket_of = np.minimum(np.searchsorted(bounds, lengths, side="left"), len(bounds) - 1)
-    batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0))
+    budget = t["global_batch_tokens"]
+    batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, budget))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
     print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s)"
@@ -748,16 +769,17 @@ def train(args, cfg):
           % (m["cell"], m["layers"], m["embed"], m["hidden"], train_set.vocab_size, m["bidirectional"],
              m["dropout"], m["tie_weights"], sum(p.numel() for p in params)))
     print("train %s: %d sequences, %d tokens, %d pieces (max_len %d), buckets <= %s, "
-          "%d batches/epoch of %d; %d steps"
+          "%d batches/epoch of %s; %d steps"
           % (d["train"], len(train_set.offsets) - 1, len(train_set.tokens), len(starts), d["max_len"],
-             ",".join(map(str, bounds)), batches_per_epoch, t["global_batch"], total), flush=True)
+             ",".join(map(str, bounds)), batches_per_epoch,
+             "<= %d tokens" % budget if budget > 0 else "%d pieces" % t["global_batch"], total), flush=True)
 
     step, epoch = 0, 0
     t_start = time.time()
     t_log, log_loss, log_tokens = time.time(), 0.0, 0
     stop = False
     while step < total and not stop:
-        for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch):
+        for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch, lengths, budget):
             sel = np.sort(sel)  # piece ids ascending: make_batch's stable sort then orders as batch_fill
             if step >= total:
                 break

@@ -20,6 +20,9 @@ import sys
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2e_util import read_series  # noqa: E402
+
 p = argparse.ArgumentParser()
 p.add_argument("--rnn-dist", required=True)
 p.add_argument("--data", required=True)
@@ -132,6 +135,35 @@ if os.path.exists(amodel):
     tm = re.fullmatch(r"loss (\S+) ppl (\S+) tokens (\d+)", tl)
     check(am is not None and tm is not None and abs(float(tm.group(1)) - float(am.group(1))) / float(am.group(1)) < 1e-5,
           f"PyTorch's adaptive softmax evaluates the model file to rnn_dist's loss: {tl!r} vs {e.stdout.strip()[-80:]!r}")
+
+
+# PyTorch on exactly rnn_dist's draws (torch_lm.py --match-rnn-dist
+# --c-dropout: its batch plan, initial weights and dropout masks), step by
+# step, with batches of global_batch pieces and with a token budget: the
+# losses agree, so the reference's port of the sampler is rnn_dist's.
+def step_losses_vs_torch(name, extra):
+    run_dir = os.path.join(a.work, name)
+    r = run([a.rnn_dist, "--set", f"data.dir={a.data}", "--set", "data.test=none", "--set", "train.steps=20",
+             "--set", f"output.dir={run_dir}", *SMALL, "--set", "train.log_every=1", "--set", "train.eval_every=0",
+             *extra])
+    if r.returncode:
+        check(False, f"{name}: rnn_dist run failed: {r.stderr.strip()[-200:]}")
+        return
+    ours = read_series(os.path.join(run_dir, "metrics.h5"))["loss"]
+    per_epoch = int(re.search(r"in (\d+) batches", r.stdout).group(1))
+    t = run([sys.executable, a.torch_lm, os.path.join(run_dir, "config.ini"), "--match-rnn-dist", "--c-dropout",
+             "--set", "train.threads=2"])
+    theirs = [float(line.split()[5]) for line in t.stdout.splitlines() if line.startswith("step ")]
+    plan = re.search(r"(\d+) batches/epoch", t.stdout)
+    worst = max((abs(x - y) / y for x, y in zip(ours, theirs)), default=float("inf"))
+    check(t.returncode == 0 and len(theirs) == len(ours) == 20 and worst < 1e-4,
+          f"{name}: 20 steps, rnn_dist vs torch_lm.py on the same draws: worst relative loss difference {worst:.1e}")
+    check(plan is not None and int(plan.group(1)) == per_epoch,
+          f"{name}: batches per epoch, rnn_dist {per_epoch}, torch_lm.py {plan.group(1) if plan else t.stderr[-200:]}")
+
+
+step_losses_vs_torch("same_draws_pieces", [])
+step_losses_vs_torch("same_draws_tokens", ["--set", "train.global_batch_tokens=400"])
 
 
 def expect_error(args, pattern, what):
