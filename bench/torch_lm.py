@@ -63,6 +63,7 @@ CONFIG_KEYS = {
         "tie_weights": (bool, "false"),
         "task": (("lm", "regress"), "lm"),  # regress: bench/torch_forecast.py
         "decoder": (("softmax", "adaptive"), "softmax"),
+        "decoder_bias_init": (("zero", "unigram"), "zero"),
         "cutoffs": (str, "2000,10000"),
         "div_value": (float, "4.0"),
     },
@@ -200,6 +201,8 @@ def load_config(path, overrides, data_dir):
     if m["tie_weights"] and m["embed"] != m["hidden"] * dirs:
         sys.exit("config: model.tie_weights needs model.embed (%d) = model.hidden x directions (%d)"
                  % (m["embed"], m["hidden"] * dirs))
+    if m["decoder_bias_init"] == "unigram" and (m["task"] != "lm" or m["decoder"] != "softmax"):
+        sys.exit("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax")
     return cfg
 
 
@@ -307,6 +310,15 @@ class LanguageModel(nn.Module):
             if self.decoder.weight is not self.embedding.weight:
                 self.decoder.weight.uniform_(-0.1, 0.1)
             self.decoder.bias.zero_()
+
+    def init_decoder_bias_unigram(self, tokens):
+        """model.decoder_bias_init = unigram, as model_init_decoder_bias_unigram:
+        bias[v] = log((count[v] + 1) / (N + V)) over the N training tokens."""
+        vocab = self.hyper["vocab_size"]
+        counts = np.bincount(tokens, minlength=vocab).astype(np.float64)
+        bias = np.log((counts + 1.0) / (len(tokens) + vocab)).astype(np.float32)
+        with torch.no_grad():
+            self.decoder.bias.copy_(torch.from_numpy(bias))
 
     def forward(self, packed_inputs, masks=None):
         """Decoder input [targets, H * dirs] in packed order. masks: None for PyTorch's own
@@ -745,6 +757,8 @@ def train(args, cfg):
         c_init_parameters(model, t["seed"])
     else:
         model.reset_parameters()
+    if m["decoder_bias_init"] == "unigram":
+        model.init_decoder_bias_unigram(train_set.tokens)
     model.train()
     opt = make_optimizer(model, t)
     params = list(model.parameters())

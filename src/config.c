@@ -27,6 +27,7 @@ typedef struct {
 
 static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const char *const decoder_names[] = {"softmax", "adaptive", NULL};
+static const char *const bias_init_names[] = {"zero", "unigram", NULL};
 static const char *const task_names[] = {"lm", "classify", "regress", NULL};
 static const char *const optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step", NULL};
@@ -46,6 +47,7 @@ static const config_key config_keys[] = {
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
     {"model", "task", KEY_ENUM, AT(model.task), "lm", 0, 0, task_names, "lm: predict every next token (decoder over the vocabulary); classify: one label per sequence (classifier.weight/bias on the top layer's final hidden state, both directions; data with /labels from rnn_prep --labels); regress: forecast the next step's real-valued features (input.weight/bias in place of the embedding, MSE; data from rnn_prep --csv)"},
     {"model", "decoder", KEY_ENUM, AT(model.decoder), "softmax", 0, 0, decoder_names, "output layer: softmax (full) or adaptive (exact adaptive softmax, torch.nn.AdaptiveLogSoftmaxWithLoss; needs frequency-sorted ids, as rnn_prep writes)"},
+    {"model", "decoder_bias_init", KEY_ENUM, AT(model.decoder_bias_init), "zero", 0, 0, bias_init_names, "decoder.bias at the start: zero, or unigram (log of each token's add-one smoothed training-set frequency, so training starts at the unigram perplexity; lm with softmax decoder)"},
     {"model", "cutoffs", KEY_STRING, AT(model.cutoffs), "2000,10000", 0, 0, NULL, "adaptive: ascending cutoffs < vocab size: the head's shortlist, then where each tail cluster ends"},
     {"model", "div_value", KEY_DOUBLE, AT(model.div_value), "4.0", 1.0, 1e6, NULL, "adaptive: tail cluster i projects to (hidden x directions) / div_value^(i+1) units"},
 
@@ -354,6 +356,10 @@ void config_finalize(rnnd_config *cfg) {
   if (cfg->model.task != RNND_TASK_LM && (cfg->model.tie_weights || cfg->model.decoder != RNND_DECODER_SOFTMAX))
     rnnd_input_error("config: model.task = %s has no vocabulary decoder: set model.tie_weights = false and "
                      "model.decoder = softmax", task_names[cfg->model.task]);
+  if (cfg->model.decoder_bias_init == RNND_BIAS_INIT_UNIGRAM &&
+      (cfg->model.task != RNND_TASK_LM || cfg->model.decoder != RNND_DECODER_SOFTMAX))
+    rnnd_input_error("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax "
+                     "(it sets decoder.bias, one value per vocabulary token)");
   if (cfg->model.task == RNND_TASK_CLASSIFY && cfg->data.mode == RNND_DATA_STREAM)
     rnnd_input_error("config: model.task = classify needs whole sequences (data.mode = pieces)");
   if (cfg->data.target_last && (cfg->model.task != RNND_TASK_REGRESS || cfg->data.mode == RNND_DATA_STREAM))

@@ -63,6 +63,11 @@ target_link_libraries(test_config PRIVATE rnnd)
 add_test(NAME config_parser COMMAND test_config ${RNND_TEST_DIR}/core/configs/good.ini ${RNND_WORK})
 set_tests_properties(config_parser PROPERTIES LABELS "config")
 
+add_executable(test_bias_init ${RNND_TEST_DIR}/core/test_bias_init.c)
+target_link_libraries(test_bias_init PRIVATE rnnd)
+add_test(NAME decoder_bias_unigram COMMAND test_bias_init)
+set_tests_properties(decoder_bias_unigram PROPERTIES LABELS "math")
+
 # ---- the trainer end to end, on the embedded default corpus ---------------
 set(RNND_BIBLE ${RNND_WORK}/bible)
 add_test(NAME bible_data COMMAND ${RNND_TEST_DIR}/core/prepare_bible_data.sh ${RNND_BIBLE} $<TARGET_FILE:rnn_prep>)
@@ -106,6 +111,10 @@ rnnd_cli_error(tie_mismatch [=[model\.tie_weights needs model\.embed \(100\) = m
   ${RD} --config ${RNND_CONFIGS}/tie_mismatch.ini)
 rnnd_cli_error(adaptive_tied [=[model\.tie_weights needs model\.decoder = softmax]=]
   ${RD} --set model.tie_weights=true --set model.decoder=adaptive)
+rnnd_cli_error(unigram_bias_adaptive [=[model\.decoder_bias_init = unigram needs model\.task = lm and model\.decoder = softmax]=]
+  ${RD} --set model.decoder=adaptive --set model.decoder_bias_init=unigram)
+rnnd_cli_error(unigram_bias_classify [=[model\.decoder_bias_init = unigram needs model\.task = lm and model\.decoder = softmax]=]
+  ${RD} --set model.task=classify --set model.decoder_bias_init=unigram)
 rnnd_cli_error(adaptive_cutoffs [=[model\.cutoffs = '2000,100', model\.div_value = 4: cutoffs must ascend and lie in 1\.\.12163 \(vocab size - 1\); 100 does not$]=]
   ${RD} --set data.dir=${RNND_BIBLE} --set model.decoder=adaptive --set model.cutoffs=2000,100)
 set_tests_properties(cli_error.adaptive_cutoffs PROPERTIES FIXTURES_REQUIRED bible)

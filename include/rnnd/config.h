@@ -21,6 +21,9 @@ typedef enum {
 /* The output layer: a full softmax over the vocabulary (nn.Linear), or the
  * exact adaptive softmax of Grave et al. 2017 (nn.AdaptiveLogSoftmaxWithLoss). */
 typedef enum { RNND_DECODER_SOFTMAX = 0, RNND_DECODER_ADAPTIVE = 1 } rnnd_decoder;
+/* decoder.bias at the start of training: zero, or each token's log
+ * frequency in the training set (model_init_decoder_bias_unigram). */
+typedef enum { RNND_BIAS_INIT_ZERO = 0, RNND_BIAS_INIT_UNIGRAM = 1 } rnnd_bias_init;
 /* lm: next-token language model; classify: one label per sequence from
  * the final hidden state; regress: next-step forecasting of real-valued
  * features (docs/tasks.md) */
@@ -39,6 +42,7 @@ typedef struct {
   int tie_weights;   /* decoder.weight shares embedding.weight */
   int task;          /* rnnd_task */
   int decoder;       /* rnnd_decoder */
+  int decoder_bias_init; /* rnnd_bias_init */
   char *cutoffs;     /* adaptive: ascending vocabulary cutoffs, "2000,10000" */
   double div_value;  /* adaptive: tail cluster i projects to input / div_value^(i+1) units */
 } rnnd_model_config;

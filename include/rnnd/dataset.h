@@ -46,6 +46,9 @@ typedef struct {
 /* Loads and validates PATH. With load_vocab != 0 the /vocab strings are read too. */
 void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab);
 void dataset_free(rnnd_dataset *ds);
+/* counts[id] = how often token id occurs in a token set; counts is the
+ * caller's array of vocab_size entries. */
+void dataset_count_tokens(const rnnd_dataset *ds, int64_t *counts);
 
 /* Length (tokens, including the final <eos>) of sequence i. */
 static inline int64_t dataset_sequence_length(const rnnd_dataset *ds, int64_t i) {

@@ -95,6 +95,12 @@ const rnnd_param_view *model_find_view(const rnnd_layout *layout, const char *na
  * drawn from a counter-based generator keyed by seed, so it is the same on
  * every rank and every backend. */
 void model_init_params(const rnnd_layout *layout, float *params, uint64_t seed);
+/* model.decoder_bias_init = unigram: decoder.bias[v] = log((counts[v] + 1) /
+ * (N + V)), the add-one smoothed log frequency of token v over the N
+ * training tokens, so the untrained model predicts the base rates. Adam
+ * moves a bias by about lr a step, so from zero it would need thousands of
+ * steps to span WikiText-2's 10 nats of log frequencies. */
+void model_init_decoder_bias_unigram(const rnnd_layout *layout, float *params, const int64_t *counts);
 const char *model_cell_name(int cell);
 /* Training FLOPs per target token (forward + backward = 3x forward), for
  * throughput reports; adaptive: the head only. */

@@ -447,6 +447,11 @@ void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   rnnd_reading_end();
 }
 
+void dataset_count_tokens(const rnnd_dataset *ds, int64_t *counts) {
+  memset(counts, 0, (size_t)ds->vocab_size * sizeof *counts);
+  for (int64_t i = 0; i < ds->n_tokens; i++) counts[ds->tokens[i]]++;
+}
+
 void dataset_free(rnnd_dataset *ds) {
   if (ds->vocab) {
     for (int32_t i = 0; i < ds->vocab_size; i++) free(ds->vocab[i]);

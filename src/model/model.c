@@ -177,6 +177,14 @@ void model_init_params(const rnnd_layout *l, float *params, uint64_t seed) {
   }
 }
 
+void model_init_decoder_bias_unigram(const rnnd_layout *l, float *params, const int64_t *counts) {
+  const rnnd_param_view *bias = model_find_view(l, "decoder.bias");
+  int64_t vocab = l->shape.vocab_size, total = 0;
+  for (int64_t v = 0; v < vocab; v++) total += counts[v];
+  for (int64_t v = 0; v < vocab; v++)
+    params[bias->offset + v] = (float)log((double)(counts[v] + 1) / (double)(total + vocab));
+}
+
 double model_train_flops_per_token(const rnnd_model_shape *s) {
   double gates = s->cell == RNND_CELL_LSTM ? 4 : 3, forward = 0;
   for (int layer = 0; layer < s->layers; layer++) {

@@ -240,6 +240,17 @@ static const char *resume_path(const rnnd_config *cfg, const char *resume, char 
   return NULL;
 }
 
+/* A fresh model: seeded draws, then (model.decoder_bias_init = unigram) the
+ * decoder bias from the training set's token counts. */
+static void init_params(rnnd_trainer *t, const rnnd_config *cfg) {
+  model_init_params(&t->layout, t->params, (uint64_t)cfg->train.seed);
+  if (cfg->model.decoder_bias_init != RNND_BIAS_INIT_UNIGRAM) return;
+  int64_t *counts = RNND_ALLOC(int64_t, t->train.vocab_size, "token counts");
+  dataset_count_tokens(&t->train, counts);
+  model_init_decoder_bias_unigram(&t->layout, t->params, counts);
+  free(counts);
+}
+
 void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm, const char *init_model,
                   const char *resume) {
   memset(t, 0, sizeof *t);
@@ -278,7 +289,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   t->params = RNND_ALLOC(float, t->layout.numel, "parameters");
   t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
   if (init_model) model_file_load_params(init_model, &t->layout, t->params);
-  else model_init_params(&t->layout, t->params, (uint64_t)cfg->train.seed);
+  else init_params(t, cfg);
   /* Rank 0's parameters are the truth, whatever each rank read or drew. */
   comm_broadcast(comm, t->params, t->layout.numel * sizeof *t->params, 0);
   t->precision = (rnnd_dtype)cfg->train.precision;

@@ -148,7 +148,7 @@ def step_losses_vs_torch(name, extra):
              *extra])
     if r.returncode:
         check(False, f"{name}: rnn_dist run failed: {r.stderr.strip()[-200:]}")
-        return
+        return []
     ours = read_series(os.path.join(run_dir, "metrics.h5"))["loss"]
     per_epoch = int(re.search(r"in (\d+) batches", r.stdout).group(1))
     t = run([sys.executable, a.torch_lm, os.path.join(run_dir, "config.ini"), "--match-rnn-dist", "--c-dropout",
@@ -160,10 +160,18 @@ def step_losses_vs_torch(name, extra):
           f"{name}: 20 steps, rnn_dist vs torch_lm.py on the same draws: worst relative loss difference {worst:.1e}")
     check(plan is not None and int(plan.group(1)) == per_epoch,
           f"{name}: batches per epoch, rnn_dist {per_epoch}, torch_lm.py {plan.group(1) if plan else t.stderr[-200:]}")
+    return ours
 
 
-step_losses_vs_torch("same_draws_pieces", [])
+zero_bias = step_losses_vs_torch("same_draws_pieces", [])
 step_losses_vs_torch("same_draws_tokens", ["--set", "train.global_batch_tokens=400"])
+# model.decoder_bias_init = unigram: both programs start from the same
+# log-frequency bias (the losses above would differ at step 1 otherwise),
+# and that start is the unigram model's, well below the uniform log(V).
+unigram_bias = step_losses_vs_torch("same_draws_unigram_bias", ["--set", "model.decoder_bias_init=unigram"])
+if len(zero_bias) and len(unigram_bias):
+    check(unigram_bias[0] < zero_bias[0] - 1.0,
+          f"unigram decoder.bias starts lower than a zero one: step-1 loss {unigram_bias[0]:.4f} vs {zero_bias[0]:.4f}")
 
 
 def expect_error(args, pattern, what):
