@@ -82,6 +82,15 @@ add_test(NAME ranks_match_single_rank
 set_tests_properties(train_end_to_end ranks_match_single_rank PROPERTIES FIXTURES_REQUIRED bible LABELS "train")
 set_tests_properties(ranks_match_single_rank PROPERTIES PROCESSORS 2 LABELS "train;mpi")
 
+# Per-step losses and gradient norms of short runs (precisions, ranks,
+# segments, streams, tasks) against values recorded before the step
+# interface: restructuring must not change what a step computes.
+add_test(NAME step_losses_unchanged
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/step_losses_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --rnn-prep $<TARGET_FILE:rnn_prep> --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_BIBLE}
+                 --work ${RNND_WORK}/step_losses --fixture ${RNND_TEST_DIR}/core/step_losses.json)
+set_tests_properties(step_losses_unchanged PROPERTIES FIXTURES_REQUIRED bible PROCESSORS 2 LABELS "train;mpi")
+
 # ---- bad input to rnn_dist: exit 2 and exactly one line on stderr ---------
 set(RNND_CONFIGS ${RNND_TEST_DIR}/core/configs)
 function(rnnd_cli_error name regex)
