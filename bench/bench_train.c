@@ -1,7 +1,10 @@
-/* bench_train.c — times rnn_dist's CPU training step (forward, backward,
+/* bench_train.c — times rnn_dist's training step (forward, backward,
  * global-norm clip, Adam) on random data of a given shape, the same
- * workload as bench/torch_bench.py, and prints tokens/s. The last line is
- * machine-readable: "rnn_dist tokens_per_s <median> steps <n> gflops <rate>".
+ * workload as bench/torch_bench.py, and prints tokens/s. The step is the
+ * trainer's own (step.h, opened through device.h): the host step on the
+ * CPU, the device-resident CUDA step on a GPU (no host copies of the
+ * parameters, no host optimizer). The last line is machine-readable:
+ * "rnn_dist tokens_per_s <median> steps <n> gflops <rate>".
  *
  * With --precision fp16|bf16 the step is the mixed-precision one: 16-bit
  * activations in the backend, gradients rounded to 16 bits, the fp32 master
@@ -27,9 +30,11 @@
  * the same BLAS does on those shapes alone.
  *
  * With --device cuda (builds with the CUDA backend) the step runs on GPU 0
- * and a line "device_peak_mib <MiB>" gives the device memory in use after
- * the run (the backend allocates everything up front, so this is its peak,
- * CUDA context and library workspaces included). */
+ * and the line "device_peak_mib <MiB> device_allocated_mib <MiB>" gives
+ * the device memory the run took: the driver's count of used memory after
+ * the run minus before it (the CUDA context already made, so it counts
+ * what the backend, the step and cuDNN/cuBLAS took; everything is taken up
+ * front, so the end is the peak), and the part rnn_dist allocated itself. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +43,7 @@
 #include "rnnd/amp.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
-#ifdef RNND_HAVE_CUDA
-#include "rnnd/cuda_backend.h"
-#endif
+#include "rnnd/device.h"
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 #include "rnnd/sampler.h"
@@ -101,22 +104,37 @@ static void make_dataset(rnnd_dataset *ds, const bench_args *a, int n_seq) {
     ds->tokens[i] = (int32_t)(rng_key2((uint64_t)a->seed + 7, (uint64_t)i) % (uint64_t)a->vocab);
 }
 
-static rnnd_backend *create_backend(const bench_args *a, const rnnd_layout *layout,
-                                    const rnnd_backend_capacity *cap) {
-  if (!a->cuda) return cpu_backend_create(layout, cap);
-#ifdef RNND_HAVE_CUDA
-  char name[160];
-  cuda_device_bind(0, name, sizeof name);
-  printf("device: %s\n", name);
-  return cuda_backend_create(layout, cap);
-#else
-  rnnd_input_error("--device cuda: this build has no CUDA backend");
-#endif
-}
-
 static int compare_double(const void *x, const void *y) {
   double a = *(const double *)x, b = *(const double *)y;
   return (a > b) - (a < b);
+}
+
+/* One timed step on pieces [first, first + batch) of ds; returns seconds. */
+static double timed_step(rnnd_step *step, rnnd_batch *batch, const rnnd_dataset *ds, rnnd_piece *pieces, int batch_size,
+                         int64_t first) {
+  for (int k = 0; k < batch_size; k++) {
+    int64_t seq = first + k;
+    pieces[k] = (rnnd_piece){.start = ds->offsets[seq], .length = (int32_t)dataset_sequence_length(ds, seq), .id = seq};
+  }
+  double t0 = rnnd_now();
+  batch_fill(batch, ds, pieces, batch_size);
+  rnnd_step_request request = {.loss_weight = (float)(1.0 / (double)batch->n_tokens), .loss_scale = 1.0};
+  rnnd_step_gradient g;
+  step_gradients(step, batch, NULL, &request, &g);
+  double param_norm;
+  step_update(step, 1e-3, clip_coefficient(g.grad_norm, 0.5), &param_norm); /* waits for the device */
+  return rnnd_now() - t0;
+}
+
+static void print_memory(const bench_args *a, const rnnd_step *step) {
+  rnnd_memory m;
+  step_memory(step, &m);
+  printf("memory precision %s weights %zu gradients %zu optimizer %zu activations %zu workspace %zu "
+         "workspace_growths %lld\n", rnnd_dtype_name(a->precision), m.weights, m.gradients, m.optimizer,
+         m.activations, m.workspace, (long long)m.workspace_growths);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  printf("peak_rss_mib %.1f bptt_segment %d\n", (double)usage.ru_maxrss / 1024.0, a->bptt_segment);
 }
 
 int main(int argc, char **argv) {
@@ -130,7 +148,7 @@ int main(int argc, char **argv) {
                             .vocab_size = a.vocab, .directions = 1};
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
-  float *params = RNND_ALLOC(float, layout.numel, "params"), *grads = RNND_ALLOC(float, layout.numel, "grads");
+  float *params = RNND_ALLOC(float, layout.numel, "params");
   model_init_params(&layout, params, 1);
   rnnd_config cfg;
   config_init_defaults(&cfg);
@@ -138,39 +156,26 @@ int main(int argc, char **argv) {
   optimizer_init(&opt, &cfg.train, layout.numel);
   rnnd_backend_capacity cap = {.max_pieces = a.batch, .max_steps = a.max_len, .max_tokens = (int64_t)a.batch * a.max_len,
                                .threads = a.threads, .storage = a.precision, .bptt_segment = a.bptt_segment};
-  /* the 16-bit compute copy of the weights (what the trainer keeps) */
-  uint16_t *weights16 = a.precision != RNND_DTYPE_F32 ? RNND_ALLOC(uint16_t, layout.numel, "16-bit weights") : NULL;
-  float *compute = weights16 ? RNND_ALLOC(float, layout.numel, "compute weights") : params;
-  rnnd_backend *be = create_backend(&a, &layout, &cap);
+  rnnd_device_choice device;
+  device_choose(&device, a.cuda ? RNND_DEVICE_CUDA : RNND_DEVICE_CPU, 0, &shape);
+  if (device.cuda) printf("device: %s\n", device.name);
+  size_t used_before = device_used_bytes(&device);
+  rnnd_backend *be = device_open_backend(&device, &layout, &cap);
+  rnnd_step_options options = {.precision = a.precision, .wire = a.precision, .bucket_mb = 25.0};
+  rnnd_step *step = device_open_step(&device, be, params, &opt, &options);
   rnnd_batch batch;
   batch_init(&batch, a.batch, a.max_len, cap.max_tokens);
   rnnd_piece *pieces = RNND_ALLOC(rnnd_piece, a.batch, "pieces");
   double *rates = RNND_ALLOC(double, a.steps, "rates"), seconds_total = 0;
   int64_t tokens_total = 0;
   const char *core, *advice = cpu_blas_advice(&core);
-  printf("rnn_dist %s backend: %s, vocab %d, embed %d, hidden %d, %d layers, batch %d, lengths %d..%d, threads %d, "
-         "BLAS core %s, OPENBLAS_CORETYPE=%s\n",
-         be->ops->name, model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch, a.min_len, a.max_len, a.threads, core,
-         getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+  printf("rnn_dist %s backend, %s step: %s, vocab %d, embed %d, hidden %d, %d layers, batch %d, lengths %d..%d, "
+         "threads %d, BLAS core %s, OPENBLAS_CORETYPE=%s\n",
+         be->ops->name, step->ops->name, model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch,
+         a.min_len, a.max_len, a.threads, core, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
   if (advice) printf("warning: %s\n", advice);
   for (int s = 0; s < total; s++) {
-    for (int k = 0; k < a.batch; k++) {
-      int64_t seq = (int64_t)s * a.batch + k;
-      pieces[k] = (rnnd_piece){.start = ds.offsets[seq], .length = (int32_t)dataset_sequence_length(&ds, seq), .id = seq};
-    }
-    double t0 = rnnd_now();
-    batch_fill(&batch, &ds, pieces, a.batch);
-    memset(grads, 0, layout.numel * sizeof *grads);
-    if (weights16) {
-      rnnd_f32_to_half_array(a.precision, weights16, params, layout.numel);
-      rnnd_half_to_f32_array(a.precision, compute, weights16, layout.numel);
-    }
-    be->ops->train_batch(be, compute, grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));
-    if (weights16) amp_round_to_half(a.precision, grads, layout.numel);
-    double norm = grad_global_norm(grads, layout.numel);
-    grad_clip(grads, layout.numel, norm, 0.5);
-    optimizer_step(&opt, params, grads, 1e-3);
-    double dt = rnnd_now() - t0;
+    double dt = timed_step(step, &batch, &ds, pieces, a.batch, (int64_t)s * a.batch);
     if (s >= a.warmup) {
       rates[s - a.warmup] = (double)batch.n_tokens / dt;
       seconds_total += dt;
@@ -179,18 +184,14 @@ int main(int argc, char **argv) {
   }
   qsort(rates, (size_t)a.steps, sizeof *rates, compare_double);
   double median = rates[a.steps / 2], flops = model_train_flops_per_token(&shape);
-  size_t n = layout.numel, weights = n * sizeof(float) + (weights16 ? n * sizeof(uint16_t) : 0);
-  size_t workspace = be->ops->workspace_bytes(be) + (weights16 ? n * sizeof(float) : 0);
-  printf("memory precision %s weights %zu gradients %zu optimizer %zu activations %zu workspace %zu\n",
-         rnnd_dtype_name(a.precision), weights, n * sizeof(float), optimizer_state_bytes(&opt),
-         be->ops->activation_bytes(be), workspace);
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  printf("peak_rss_mib %.1f bptt_segment %d\n", (double)usage.ru_maxrss / 1024.0, a.bptt_segment);
-#ifdef RNND_HAVE_CUDA
-  if (a.cuda) printf("device_peak_mib %.1f\n", (double)cuda_device_used_bytes() / 1048576.0);
-#endif
-  if (a.roofline && !a.cuda) {
+  print_memory(&a, step);
+  if (device.cuda) {
+    rnnd_memory m;
+    step_memory(step, &m);
+    printf("device_peak_mib %.1f device_allocated_mib %.1f\n",
+           (double)(device_used_bytes(&device) - used_before) / 1048576.0, (double)m.held / 1048576.0);
+  }
+  if (a.roofline && !device.cuda) {
     gemm_step_rate r = gemm_rate_for_step(&shape, &batch);
     double achieved = median * flops / 1e9, sgemm = r.flops / r.seconds / 1e9;
     printf("roofline flops_per_token %.0f products_flops_per_token %.0f achieved_gflops %.1f sgemm_gflops %.1f "
@@ -199,15 +200,13 @@ int main(int argc, char **argv) {
   }
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);
+  step_destroy(step);
   be->ops->destroy(be);
   batch_free(&batch);
   optimizer_free(&opt);
   config_free(&cfg);
   dataset_free(&ds);
-  if (weights16) free(compute);
-  free(weights16);
   free(params);
-  free(grads);
   free(pieces);
   free(rates);
   return 0;

@@ -1,7 +1,8 @@
 /* backend.h — the compute interface the trainer drives: forward + backward
  * of the whole model on one packed batch, and evaluation. The CPU backend is
- * the reference; the CUDA backend (a later issue) implements the same ops and
- * must compute the same function.
+ * the reference; the CUDA backend (cuda_backend.h) implements the same ops
+ * and must compute the same function. The training step that drives a
+ * backend (gradient all-reduce, clip, optimizer) is step.h.
  *
  * Parameters and gradients are flat fp32 buffers in rnnd_layout order. A
  * backend is created for a capacity (largest batch the sampler can produce)
@@ -65,7 +66,13 @@ typedef struct {
   /* What the last train/eval batch's head measured besides the loss
    * (NULL where the tasks that need it are not supported). */
   void (*last_stats)(const rnnd_backend *be, rnnd_head_stats *out);
+  /* How many times the workspace grew after creation because a batch
+   * shape needed more than the capacity's sizing (cuDNN's temp spaces are
+   * not monotonic in the shape). NULL: a backend whose workspace never
+   * grows (backend_workspace_growths then says 0). */
+  int64_t (*workspace_growths)(const rnnd_backend *be);
 } rnnd_backend_ops;
+
 
 /* Floats in one piece's carried state (see carry_state). */
 static inline int rnnd_state_width(const rnnd_model_shape *s) { return s->layers * 2 * s->hidden; }
@@ -74,6 +81,11 @@ struct rnnd_backend {
   const rnnd_backend_ops *ops;
   const rnnd_layout *layout; /* borrowed; must outlive the backend */
 };
+
+/* The optional entry with its fallback. */
+static inline int64_t backend_workspace_growths(const rnnd_backend *be) {
+  return be->ops->workspace_growths ? be->ops->workspace_growths(be) : 0;
+}
 
 typedef struct {
   int max_pieces;
@@ -86,9 +98,6 @@ typedef struct {
    * so overflow and underflow happen as on a GPU; arithmetic is fp32.
    * Weights arrive already rounded (the trainer's compute copy). */
   rnnd_dtype storage;
-  /* CUDA backend only: fp32 optimizer buffers to hold on the device for the
-   * device-resident step (2 for Adam, 1 for SGD; 0: none). */
-  int optimizer_state;
   /* train.bptt_segment: > 0 runs batches longer than this many steps
    * through checkpointed, segmented backpropagation (unidirectional
    * models); activation buffers then hold one segment. */

@@ -1,8 +1,8 @@
 /* comm.h — the communicator the trainer talks to: rank, world size and
  * local rank from MPI, and the few collectives training needs. Every MPI call
  * is checked; a failure aborts all ranks naming the call, rank and MPI's
- * error string. The CUDA/NCCL path of a later issue implements the same
- * calls for device buffers.
+ * error string. On GPUs the gradient itself goes through NCCL instead
+ * (cuda_backend.h, nccl_create), bootstrapped over this communicator.
  *
  * 16-bit sums (fp16, bf16) use user-defined MPI_Ops on 16-bit words: each
  * combine adds in fp32 and rounds once to the 16-bit format.
@@ -44,7 +44,7 @@ void comm_allreduce_sum(const rnnd_comm *c, void *data, size_t count, rnnd_dtype
  * comm_wait. Buckets of the gradient all-reduce are started this way. */
 MPI_Request comm_allreduce_sum_start(const rnnd_comm *c, void *data, size_t count, rnnd_dtype t);
 void comm_wait(const rnnd_comm *c, MPI_Request *request);
-/* Largest and smallest of one value over all ranks. */
+/* Largest of one value over all ranks. */
 double comm_allreduce_max_f64(const rnnd_comm *c, double value);
 /* out[r] = rank r's value (out has c->size entries). */
 void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out);

@@ -3,7 +3,7 @@
  * section.key=value overrides, and printing of the resolved configuration.
  *
  * The table of keys lives in config.c; docs/config.md is generated from the
- * same table (rnn_dist --help-config), so documentation and parser cannot
+ * same table (the key list of rnn_dist --help), so documentation and parser cannot
  * drift apart. Strings inside the struct are owned by it: config_free(). */
 #ifndef RNND_CONFIG_H
 #define RNND_CONFIG_H

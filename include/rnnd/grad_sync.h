@@ -31,6 +31,9 @@ typedef struct {
   MPI_Request *requests; /* [n_buckets] */
 } rnnd_grad_sync;
 
+/* Elements per bucket of about bucket_mb MiB of `wire` words (at least 1,
+ * at most numel and INT_MAX); the CUDA step buckets the same way. */
+size_t grad_sync_bucket_elems(size_t numel, double bucket_mb, rnnd_dtype wire);
 void grad_sync_init(rnnd_grad_sync *g, const rnnd_comm *comm, size_t numel, double bucket_mb, rnnd_dtype wire);
 /* grads[i] := sum over ranks of grads[i] (through the wire format). */
 void grad_sync_allreduce(rnnd_grad_sync *g, float *grads);

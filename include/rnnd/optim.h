@@ -34,9 +34,14 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 
 /* L2 norm of the whole gradient (accumulated in double). */
 double grad_global_norm(const float *grads, size_t numel);
-/* Scales grads so their norm is at most max_norm, as clip_grad_norm_ does
- * (coefficient max_norm / (norm + 1e-6), applied only when below 1).
- * Returns the coefficient used (1 when not clipped). */
+/* The coefficient clip_grad_norm_ applies to a gradient of norm `norm`:
+ * max_norm / (norm + 1e-6) when that is below 1, else 1 (and 1 when
+ * max_norm <= 0: clipping off). Every step implementation uses this one. */
+double clip_coefficient(double norm, double max_norm);
+/* grads *= (float)coef, unless coef is 1. */
+void grad_scale(float *grads, size_t numel, double coef);
+/* Both: scales grads so their norm is at most max_norm, as clip_grad_norm_
+ * does. Returns the coefficient used (1 when not clipped). */
 double grad_clip(float *grads, size_t numel, double norm, double max_norm);
 
 #endif

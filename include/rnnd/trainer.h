@@ -17,11 +17,12 @@
 #include "rnnd/config.h"
 #include "rnnd/dataset.h"
 #include "rnnd/deal.h"
-#include "rnnd/grad_sync.h"
+#include "rnnd/device.h"
 #include "rnnd/metrics.h"
 #include "rnnd/model.h"
 #include "rnnd/optim.h"
 #include "rnnd/sampler.h"
+#include "rnnd/step.h"
 #include "rnnd/stream_state.h"
 
 typedef struct {
@@ -62,21 +63,16 @@ typedef struct {
   rnnd_stream_state stream;  /* stream mode: this rank's training streams */
   rnnd_eval_set valid, test;
   rnnd_layout layout;
-  float *params, *grads;     /* fp32 master weights (the optimizer's) and gradients */
+  float *params;             /* fp32 master weights (the optimizer's), on the host: step_store before reading */
   rnnd_dtype precision;      /* of the compute copy and activations */
-  uint16_t *params16;        /* 16-bit precision: the weights the model computes with */
-  float *compute_params;     /* what the backend reads: params (fp32), or params16 widened */
   rnnd_loss_scaler scaler;
   rnnd_optimizer optimizer;
+  rnnd_device_choice device; /* cpu, or the GPU this rank is bound to */
   rnnd_backend *backend;
-  int use_cuda;              /* the CUDA backend on device_name, device-resident step */
-  char device_name[160];
-  struct rnnd_nccl *nccl;    /* CUDA with several ranks: the gradient all-reduce */
-  int host_stale;            /* CUDA: params/optimizer on the host lag the device's */
+  rnnd_step *stepper;        /* the training step on that device (host or CUDA) */
   rnnd_batch batch;          /* this rank's share of the global batch */
   rnnd_dealer dealer;        /* shares each global batch out to the ranks */
   rnnd_piece *share;         /* this rank's pieces of the current global batch */
-  rnnd_grad_sync grad_sync;  /* bucketed gradient all-reduce */
   rnnd_metrics metrics;      /* rank 0: OUTPUT/metrics.h5 */
   int64_t total_steps;
   int64_t step, epoch;
@@ -123,10 +119,7 @@ typedef struct {
 } rnnd_step_stats;
 rnnd_step_stats trainer_train_step(rnnd_trainer *t);
 
-/* Bytes held, by purpose (allocated once; the peak is what is held). */
-typedef struct {
-  size_t weights, gradients, optimizer, activations, workspace;
-} rnnd_memory;
+/* Bytes held, by purpose (step.h). */
 rnnd_memory trainer_memory(const rnnd_trainer *t);
 void trainer_free(rnnd_trainer *t);
 

@@ -7,15 +7,19 @@
 
 #include "rnnd/common.h"
 
+size_t grad_sync_bucket_elems(size_t numel, double bucket_mb, rnnd_dtype wire) {
+  size_t elem = wire == RNND_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+  double elems = bucket_mb * 1048576.0 / (double)elem;
+  size_t count = elems < 1.0 ? 1 : elems > (double)INT_MAX ? (size_t)INT_MAX : (size_t)elems;
+  return count > numel && numel > 0 ? numel : count;
+}
+
 void grad_sync_init(rnnd_grad_sync *g, const rnnd_comm *comm, size_t numel, double bucket_mb, rnnd_dtype wire) {
   memset(g, 0, sizeof *g);
   g->comm = comm;
   g->wire = wire;
   g->numel = numel;
-  size_t elem = wire == RNND_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
-  double elems = bucket_mb * 1048576.0 / (double)elem;
-  g->bucket_elems = elems < 1.0 ? 1 : elems > (double)INT_MAX ? (size_t)INT_MAX : (size_t)elems;
-  if (g->bucket_elems > numel) g->bucket_elems = numel;
+  g->bucket_elems = grad_sync_bucket_elems(numel, bucket_mb, wire);
   g->n_buckets = numel ? (int)((numel + g->bucket_elems - 1) / g->bucket_elems) : 0;
   g->requests = RNND_ALLOC(MPI_Request, g->n_buckets ? (size_t)g->n_buckets : 1, "all-reduce requests");
   if (wire != RNND_DTYPE_F32 && comm->size > 1) g->wire_buffer = RNND_ALLOC(uint16_t, numel, "gradient wire buffer");

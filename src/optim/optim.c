@@ -95,11 +95,20 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 
 double grad_global_norm(const float *grads, size_t numel) { return flat_norm(grads, numel); }
 
-double grad_clip(float *grads, size_t numel, double norm, double max_norm) {
+double clip_coefficient(double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;
   double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1.0) return 1.0;
+  return coef < 1.0 ? coef : 1.0;
+}
+
+void grad_scale(float *grads, size_t numel, double coef) {
+  if (coef == 1.0) return;
   float c = (float)coef;
   for (size_t i = 0; i < numel; i++) grads[i] *= c;
+}
+
+double grad_clip(float *grads, size_t numel, double norm, double max_norm) {
+  double coef = clip_coefficient(norm, max_norm);
+  grad_scale(grads, numel, coef);
   return coef;
 }

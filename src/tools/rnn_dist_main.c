@@ -9,6 +9,7 @@
 #include "rnnd/h5util.h"
 #include "rnnd/comm.h"
 #include "rnnd/config.h"
+#include "rnnd/device.h"
 #include "rnnd/model_file.h"
 #include "rnnd/trainer.h"
 
@@ -19,7 +20,7 @@ static void print_help(void) {
       "rnn_dist %s — distributed GRU/LSTM trainer\n\n"
       "usage:\n"
       "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5 | --resume CKPT|auto] [--dry-run]\n"
-      "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N]\n"
+      "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N] [--device D]\n"
       "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
       "train options:\n"
       "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [metrics] [output]\n"
@@ -36,6 +37,8 @@ static void print_help(void) {
       "                         reads whole sequences)\n"
       "  --batch N              sequences per evaluation batch (default 64)\n"
       "  --threads N            CPU threads (default: all cores)\n"
+      "  --device D             auto (the GPU when this build has the CUDA backend, one is visible and it\n"
+      "                         runs the model), cpu or cuda; default auto (as train.device)\n"
       "  --target-last K        forecaster: windows of max-len steps, K apart, each scoring its last K\n"
       "                         (data.target_last; default: pieces scoring every step)\n"
       "  the last line printed is: loss <mean nll> ppl <exp(loss)> tokens <count>\n"
@@ -53,7 +56,15 @@ static void print_help(void) {
 typedef struct {
   const char *checkpoint, *data;
   int max_len, batch, threads, target_last;
+  int device; /* rnnd_device */
 } eval_args;
+
+static int parse_device(const char *text) {
+  if (!strcmp(text, "auto")) return RNND_DEVICE_AUTO;
+  if (!strcmp(text, "cpu")) return RNND_DEVICE_CPU;
+  if (!strcmp(text, "cuda")) return RNND_DEVICE_CUDA;
+  rnnd_input_error("--device: '%s' is not one of: auto, cpu, cuda", text);
+}
 
 static int parse_positive(const char *option, const char *text) {
   char *end;
@@ -84,13 +95,14 @@ static void check_classes(const rnnd_dataset *ds, const char *data, const rnnd_m
 }
 
 static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
-  eval_args a = {NULL, NULL, 0, 64, 0, 0};
+  eval_args a = {NULL, NULL, 0, 64, 0, 0, RNND_DEVICE_AUTO};
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--checkpoint")) a.checkpoint = option_value(argc, argv, &i);
     else if (!strcmp(argv[i], "--data")) a.data = option_value(argc, argv, &i);
     else if (!strcmp(argv[i], "--max-len")) a.max_len = parse_positive("--max-len", option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--batch")) a.batch = parse_positive("--batch", option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--threads")) a.threads = parse_positive("--threads", option_value(argc, argv, &i));
+    else if (!strcmp(argv[i], "--device")) a.device = parse_device(option_value(argc, argv, &i));
     else if (!strcmp(argv[i], "--target-last"))
       a.target_last = parse_positive("--target-last", option_value(argc, argv, &i));
     else rnnd_input_error("eval: unknown option '%s' (see --help)", argv[i]);
@@ -123,7 +135,9 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
                                .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
                                .storage = RNND_DTYPE_F32};
-  rnnd_backend *be = cpu_backend_create(&layout, &cap);
+  rnnd_device_choice device;
+  device_choose(&device, a.device, comm->local_rank, &shape);
+  rnnd_backend *be = device_open_backend(&device, &layout, &cap);
   rnnd_batch batch;
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
   if (ds.n_features) batch_init_series(&batch, ds.n_features);

@@ -13,15 +13,12 @@
 
 #include "rnnd/common.h"
 #include "rnnd/checkpoint.h"
-#ifdef RNND_HAVE_CUDA
-#include "rnnd/cuda_backend.h"
-#endif
+#include "rnnd/grad_sync.h"
 #include "rnnd/model_file.h"
 #include "rnnd/preempt.h"
 #include "rnnd/rng.h"
 
 static int64_t fault_step(const char *variable, int rank);
-static void refresh_compute_copy(rnnd_trainer *t);
 
 /* --- output ------------------------------------------------------------- */
 
@@ -145,35 +142,11 @@ static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int
   if (tokens > cap->max_tokens) cap->max_tokens = tokens;
 }
 
-/* auto: the GPU when this build has the CUDA backend and a device is
- * visible. Each rank binds GPU local_rank % count. */
-static void choose_device(rnnd_trainer *t) {
-  int device = t->cfg->train.device;
-  snprintf(t->device_name, sizeof t->device_name, "cpu");
-#ifdef RNND_HAVE_CUDA
-  if (device == RNND_DEVICE_AUTO) device = cuda_device_count() > 0 ? RNND_DEVICE_CUDA : RNND_DEVICE_CPU;
-  if (device == RNND_DEVICE_CUDA && t->cfg->model.decoder == RNND_DECODER_ADAPTIVE) {
-    if (t->cfg->train.device == RNND_DEVICE_CUDA)
-      rnnd_input_error("config: model.decoder = adaptive runs on the CPU backend only (set train.device = cpu)");
-    rnnd_warn0("rnn_dist: model.decoder = adaptive runs on the CPU backend only; using the CPU\n");
-    device = RNND_DEVICE_CPU;
-  }
-  if (device == RNND_DEVICE_CUDA) {
-    t->use_cuda = 1;
-    cuda_device_bind(t->comm->local_rank, t->device_name, sizeof t->device_name);
-  }
-#else
-  if (device == RNND_DEVICE_CUDA)
-    rnnd_input_error("config: train.device = cuda but this rnn_dist was built without the CUDA backend "
-                     "(use train.device = cpu or auto)");
-#endif
-}
-
-static void create_backend(rnnd_trainer *t) {
+/* The backend for the largest share of any batch, and the step on it. */
+static void open_backend_and_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_backend_capacity cap = {
       .threads = cfg->train.threads, .storage = t->precision, .bptt_segment = cfg->train.bptt_segment};
-  if (t->use_cuda) cap.optimizer_state = t->optimizer.v ? 2 : 1;
   if (t->stream_mode) {
     grow_stream_capacity(&cap, &t->stream);
     if (t->valid.present) grow_stream_capacity(&cap, &t->valid.stream);
@@ -184,10 +157,10 @@ static void create_backend(rnnd_trainer *t) {
     if (t->valid.present) grow_capacity(&cap, &t->valid.sampler, 1);
     if (t->test.present) grow_capacity(&cap, &t->test.sampler, 1);
   }
-#ifdef RNND_HAVE_CUDA
-  if (t->use_cuda) t->backend = cuda_backend_create(&t->layout, &cap);
-#endif
-  if (!t->backend) t->backend = cpu_backend_create(&t->layout, &cap);
+  t->backend = device_open_backend(&t->device, &t->layout, &cap);
+  rnnd_step_options options = {.comm = t->comm, .precision = t->precision, .wire = (rnnd_dtype)cfg->comm.grad_dtype,
+                               .bucket_mb = cfg->comm.bucket_mb, .timeout_s = cfg->comm.timeout_s};
+  t->stepper = device_open_step(&t->device, t->backend, t->params, &t->optimizer, &options);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
   if (t->regress) batch_init_series(&t->batch, t->train.n_features);
 }
@@ -259,7 +232,6 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   /* From here a SIGTERM/SIGUSR1 only raises the flag: the first step
    * boundary then checkpoints step 0 and exits with the preemption code. */
   preempt_install();
-  choose_device(t);
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
   t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
@@ -286,18 +258,13 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   shape.n_classes = t->train.n_classes;
   shape.n_features = t->train.n_features;
   model_layout_init(&t->layout, &shape);
+  device_choose(&t->device, cfg->train.device, comm->local_rank, &shape);
   t->params = RNND_ALLOC(float, t->layout.numel, "parameters");
-  t->grads = RNND_ALLOC(float, t->layout.numel, "gradients");
   if (init_model) model_file_load_params(init_model, &t->layout, t->params);
   else init_params(t, cfg);
   /* Rank 0's parameters are the truth, whatever each rank read or drew. */
   comm_broadcast(comm, t->params, t->layout.numel * sizeof *t->params, 0);
   t->precision = (rnnd_dtype)cfg->train.precision;
-  t->compute_params = t->params;
-  if (t->precision != RNND_DTYPE_F32) {
-    t->params16 = RNND_ALLOC(uint16_t, t->layout.numel, "16-bit weights");
-    t->compute_params = RNND_ALLOC(float, t->layout.numel, "compute weights");
-  }
   loss_scaler_init(&t->scaler, &cfg->amp, t->precision);
   optimizer_init(&t->optimizer, &cfg->train, t->layout.numel);
   t->best_valid_loss = INFINITY;
@@ -305,17 +272,9 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   char latest[4300];
   const char *checkpoint = resume_path(cfg, resume, latest, sizeof latest);
   if (checkpoint) resume_from(t, checkpoint);
-  refresh_compute_copy(t);
-  create_backend(t);
-#ifdef RNND_HAVE_CUDA
-  if (t->use_cuda) {
-    if (comm->size > 1) t->nccl = nccl_create(comm);
-    cuda_resident_load(t->backend, &t->optimizer, t->params);
-  }
-#endif
+  open_backend_and_step(t); /* the step loads the (resumed) weights and optimizer state */
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
   t->share = RNND_ALLOC(rnnd_piece, t->batch.max_pieces, "rank share");
-  grad_sync_init(&t->grad_sync, comm, t->layout.numel, cfg->comm.bucket_mb, (rnnd_dtype)cfg->comm.grad_dtype);
   t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
   t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
   t->fault_signal_step = fault_step("RNND_FAULT_SIGNAL", comm->rank);
@@ -333,19 +292,13 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
 void trainer_free(rnnd_trainer *t) {
   if (t->log) fclose(t->log);
   metrics_close(&t->metrics);
-  grad_sync_free(&t->grad_sync);
-#ifdef RNND_HAVE_CUDA
-  nccl_destroy(t->nccl);
-#endif
   dealer_free(&t->dealer);
+  step_destroy(t->stepper);
   if (t->backend) t->backend->ops->destroy(t->backend);
   batch_free(&t->batch);
   free(t->share);
   optimizer_free(&t->optimizer);
   free(t->params);
-  if (t->compute_params != t->params) free(t->compute_params);
-  free(t->params16);
-  free(t->grads);
   sampler_free(&t->train_sampler);
   if (t->stream_mode) stream_state_free(&t->stream);
   dataset_free(&t->train);
@@ -375,57 +328,10 @@ static void fill_share(rnnd_trainer *t, int share) {
   if (t->classify) batch_fill_labels(&t->batch, &t->train);
 }
 
-/* The head's measurements of the step summed over ranks (zeros from a rank
- * without a share); *nll, when given, is summed in the same all-reduce. */
-static rnnd_head_stats reduce_head_stats(rnnd_trainer *t, int share, double *nll) {
-  rnnd_head_stats h = {0};
-  if (share && t->backend->ops->last_stats) t->backend->ops->last_stats(t->backend, &h);
-  double sums[5] = {(double)h.correct, h.sq_error, h.abs_error, (double)h.values, nll ? *nll : 0.0};
-  comm_allreduce_sum_f64(t->comm, sums, nll ? 5 : 4);
-  if (nll) *nll = sums[4];
-  return (rnnd_head_stats){(int64_t)sums[0], sums[1], sums[2], (int64_t)sums[3]};
-}
-
-/* This rank's forward and backward on its share; returns its NLL sum. */
-static double compute_share(rnnd_trainer *t, int share, int64_t global_examples, double loss_scale) {
-  memset(t->grads, 0, t->layout.numel * sizeof *t->grads);
-  if (share == 0) return 0.0; /* a short global batch: this rank only joins the all-reduce */
-  fill_share(t, share);
-  rnnd_dropout dropout = {(uint64_t)t->cfg->train.seed, t->step, (float)t->cfg->model.dropout};
-  /* Weighting by the GLOBAL token count makes the all-reduced sum exactly
-   * the gradient of the global batch's mean loss (times the loss scale). */
-  return t->backend->ops->train_batch(t->backend, t->compute_params, t->grads, &t->batch, &dropout,
-                                      (float)(loss_scale / (double)global_examples));
-}
-
-/* With 16-bit precision and wire the gradient leaves backward in 16 bits,
- * as on a GPU: values overflow to inf (so the scaler backs off) or underflow
- * to zero (what the scale is for). Returns the share that underflowed. */
-static double gradients_to_half(rnnd_trainer *t) {
-  rnnd_dtype wire = (rnnd_dtype)t->cfg->comm.grad_dtype;
-  if (t->precision == RNND_DTYPE_F32 || wire == RNND_DTYPE_F32) return 0.0;
-  size_t nonzero = 0;
-  for (size_t i = 0; i < t->layout.numel; i++) nonzero += t->grads[i] != 0.0f;
-  size_t lost = amp_round_to_half(wire, t->grads, t->layout.numel);
-  return nonzero ? (double)lost / (double)nonzero : 0.0;
-}
-
-static void unscale(float *grads, size_t n, double scale) {
-  if (scale == 1.0) return;
-  const float inverse = (float)(1.0 / scale);
-  for (size_t i = 0; i < n; i++) grads[i] *= inverse;
-}
-
-/* The weights the next step computes with: the master rounded to 16 bits. */
-static void refresh_compute_copy(rnnd_trainer *t) {
-  if (t->precision == RNND_DTYPE_F32) return;
-  rnnd_f32_to_half_array(t->precision, t->params16, t->params, t->layout.numel);
-  rnnd_half_to_f32_array(t->precision, t->compute_params, t->params16, t->layout.numel);
-}
-
 /* Test hooks for the watchdog: this rank dies, or stops answering, after its
  * backward and before the gradient all-reduce the others wait in. */
-static void fault_before_reduce(const rnnd_trainer *t) {
+static void fault_before_reduce(void *context) {
+  const rnnd_trainer *t = context;
   if (t->step == t->fault_exit_step) {
     fprintf(stderr, "rnn_dist: test hook: rank %d exits in step %lld\n", t->comm->rank, (long long)t->step);
     _exit(3);
@@ -436,7 +342,6 @@ static void fault_before_reduce(const rnnd_trainer *t) {
   }
 }
 
-/* Deals the next global batch, runs this rank's share and all-reduces. */
 /* Rows of a piece that count in the loss (a forecaster's windows score their last rows). */
 static int64_t scored_rows(const rnnd_piece *p) { return p->scored ? p->scored : p->length; }
 
@@ -462,98 +367,39 @@ static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   return share;
 }
 
-static void forward_backward_reduce(rnnd_trainer *t, rnnd_step_stats *st) {
-  int share = next_share(t, st);
-  double start = rnnd_now();
-  double local_nll = compute_share(t, share, st->examples, st->loss_scale);
-  if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
-  st->underflow = gradients_to_half(t);
-  if (t->step == t->fault_nan_step) t->grads[t->layout.numel - 1] = NAN;
-  double computed = rnnd_now();
-  fault_before_reduce(t);
-  grad_sync_allreduce(&t->grad_sync, t->grads);
-  st->head = reduce_head_stats(t, share, &local_nll);
-  st->compute_s = computed - start;
-  st->comm_s = rnnd_now() - computed;
-  st->nll = local_nll;
-}
-
-#ifdef RNND_HAVE_CUDA
-/* The step on a GPU: the same decisions as below, with the gradient, its
- * all-reduce (NCCL, overlapped with backward), the clip and the update on
- * the device; the host sees only the loss and the norms. */
-static rnnd_step_stats device_train_step(rnnd_trainer *t) {
+/* One optimizer step: the step computes the reduced gradient; the
+ * decisions (learning rate, loss scale, skip, clip coefficient) are taken
+ * here, the same for every step implementation and on every rank; then
+ * the step applies the update. */
+rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   rnnd_step_stats st = {.loss_scale = t->scaler.scale};
   double start = rnnd_now();
   int share = next_share(t, &st);
   if (share) fill_share(t, share);
   rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
-  /* as on the CPU: 16-bit rounding with 16-bit precision, or on a 16-bit wire between ranks */
-  rnnd_dtype wire = t->precision == RNND_DTYPE_F32 && t->comm->size == 1 ? RNND_DTYPE_F32 : t->grad_sync.wire;
-  cuda_reduce_options options = {.wire = wire, .bucket_elems = t->grad_sync.bucket_elems,
-                                 .loss_scale = st.loss_scale, .inject_nan = t->step == t->fault_nan_step};
-  cuda_gradient_result g;
-  fault_before_reduce(t);
-  cuda_resident_gradients(t->backend, t->nccl, share ? &t->batch : NULL, &dropout,
-                          (float)(st.loss_scale / (double)st.examples), &options, &g);
+  /* weighting by the GLOBAL count makes the reduced sum exactly the
+   * gradient of the global batch's mean loss (times the loss scale) */
+  rnnd_step_request request = {.loss_weight = (float)(st.loss_scale / (double)st.examples),
+                               .loss_scale = st.loss_scale, .inject_nan = t->step == t->fault_nan_step,
+                               .before_reduce = fault_before_reduce, .hook_context = t};
+  rnnd_step_gradient g;
+  step_gradients(t->stepper, share ? &t->batch : NULL, &dropout, &request, &g);
   if (t->stream_mode && stream_state_window_done(&t->stream)) t->epoch++;
-  st.head = reduce_head_stats(t, share, NULL);
   st.nll = g.nll;
+  st.head = g.head;
   st.underflow = g.underflow;
-  st.comm_s = g.exposed_comm_s;
-  st.compute_s = rnnd_now() - start - st.comm_s;
+  st.compute_s = g.compute_s;
+  st.comm_s = g.comm_s;
   st.grad_norm = g.grad_norm;
   st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
   st.skipped = !loss_scaler_update(&t->scaler, isfinite(st.grad_norm));
   if (!st.skipped) {
-    double max_norm = cfg->train.clip_norm, coef = max_norm / (st.grad_norm + 1e-6);
-    t->optimizer.steps++;
-    double update_norm = cuda_resident_update(t->backend, &t->optimizer, st.lr,
-                                              max_norm > 0.0 && coef < 1.0 ? coef : 1.0, &st.param_norm);
+    double clip = clip_coefficient(st.grad_norm, cfg->train.clip_norm);
+    double update_norm = step_update(t->stepper, st.lr, clip, &st.param_norm);
     st.update_ratio = st.param_norm > 0 ? update_norm / st.param_norm : 0.0;
   } else {
-    st.param_norm = cuda_resident_param_norm(t->backend);
-  }
-  t->host_stale = 1;
-  st.step_s = rnnd_now() - start;
-  t->step++;
-  t->tokens_seen += st.tokens;
-  return st;
-}
-#endif
-
-/* CUDA: brings the device's weights and optimizer state to the host, for
- * whatever reads them there (checkpoints, model files, replica checks). */
-static void sync_host(rnnd_trainer *t) {
-#ifdef RNND_HAVE_CUDA
-  if (t->use_cuda && t->host_stale) cuda_resident_store(t->backend, &t->optimizer, t->params);
-#endif
-  t->host_stale = 0;
-}
-
-rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
-#ifdef RNND_HAVE_CUDA
-  if (t->use_cuda) return device_train_step(t);
-#endif
-  const rnnd_config *cfg = t->cfg;
-  rnnd_step_stats st = {.loss_scale = t->scaler.scale};
-  double start = rnnd_now();
-  forward_backward_reduce(t, &st);
-  unscale(t->grads, t->layout.numel, st.loss_scale);
-  /* The norm of the reduced gradient: the global norm, bitwise the same on
-   * every rank, and so is the decision to skip a non-finite step. */
-  st.grad_norm = grad_global_norm(t->grads, t->layout.numel);
-  st.lr = lr_at_step(&cfg->train, t->step, t->total_steps);
-  st.skipped = !loss_scaler_update(&t->scaler, isfinite(st.grad_norm));
-  if (!st.skipped) {
-    grad_clip(t->grads, t->layout.numel, st.grad_norm, cfg->train.clip_norm);
-    double update_norm = optimizer_step(&t->optimizer, t->params, t->grads, st.lr);
-    refresh_compute_copy(t);
-    st.param_norm = flat_norm(t->params, t->layout.numel);
-    st.update_ratio = st.param_norm > 0 ? update_norm / st.param_norm : 0.0;
-  } else {
-    st.param_norm = flat_norm(t->params, t->layout.numel);
+    st.param_norm = step_param_norm(t->stepper);
   }
   st.step_s = rnnd_now() - start;
   t->step++;
@@ -587,15 +433,13 @@ static int64_t fault_step(const char *variable, int rank) {
 /* Every rank must hold bitwise the same parameters; stop the job if not. */
 static void check_replicas(rnnd_trainer *t) {
   if (t->step == t->fault_flip_step) {
-    sync_host(t);
+    step_store(t->stepper);
     t->params[0] = nextafterf(t->params[0], INFINITY);
-#ifdef RNND_HAVE_CUDA
-    if (t->use_cuda) cuda_resident_load(t->backend, &t->optimizer, t->params);
-#endif
+    step_load(t->stepper);
   }
   const rnnd_comm *c = t->comm;
   if (c->size == 1 || !t->cfg->comm.check_every || t->step % t->cfg->comm.check_every) return;
-  sync_host(t);
+  step_store(t->stepper);
   uint64_t *sums = RNND_ALLOC(uint64_t, (size_t)c->size, "checksums");
   comm_allgather_u64(c, params_checksum(t->params, t->layout.numel), sums);
   for (int r = 1; r < c->size; r++)
@@ -614,26 +458,13 @@ static void check_replicas(rnnd_trainer *t) {
 /* --- reporting ---------------------------------------------------------- */
 
 rnnd_memory trainer_memory(const rnnd_trainer *t) {
-  size_t n = t->layout.numel;
-  rnnd_memory m = {.weights = n * sizeof(float), .gradients = n * sizeof(float),
-                   .optimizer = optimizer_state_bytes(&t->optimizer),
-                   .activations = t->backend->ops->activation_bytes(t->backend),
-                   .workspace = t->backend->ops->workspace_bytes(t->backend) };
-  if (t->params16) {
-    m.weights += n * sizeof(uint16_t);
-    m.workspace += n * sizeof(float); /* the 16-bit weights widened for the BLAS */
-  }
-  if (t->grad_sync.wire_buffer) m.workspace += n * sizeof(uint16_t);
+  rnnd_memory m;
+  step_memory(t->stepper, &m);
   return m;
 }
 
-/* On a GPU: the device arena, which holds everything the step touches
- * (weights, gradient, optimizer state, activations); else the host total. */
-static size_t memory_bytes(const rnnd_trainer *t) {
-  rnnd_memory m = trainer_memory(t);
-  if (t->use_cuda) return m.activations + m.workspace;
-  return m.weights + m.gradients + m.optimizer + m.activations + m.workspace;
-}
+/* What the step holds where it computes: the host total, or the GPU's. */
+static size_t memory_bytes(const rnnd_trainer *t) { return trainer_memory(t).held; }
 
 /* Sums over the steps of one log interval. */
 typedef struct {
@@ -724,8 +555,9 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
   double start = rnnd_now();
   rnnd_eval_result r =
       t->stream_mode
-          ? evaluate_stream(t->backend, t->compute_params, &set->data, &set->stream, &t->batch, t->share, t->comm)
-          : evaluate_dataset(t->backend, t->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
+          ? evaluate_stream(t->backend, t->stepper->compute_params, &set->data, &set->stream, &t->batch, t->share,
+                            t->comm)
+          : evaluate_dataset(t->backend, t->stepper->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
   double loss = r.nll_sum / (double)r.tokens, accuracy = (double)r.head.correct / (double)r.tokens;
   double rmse = sqrt(r.head.sq_error / (double)r.head.values), mae = r.head.abs_error / (double)r.head.values;
   if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
@@ -748,7 +580,7 @@ static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role)
 }
 
 static void save_model(rnnd_trainer *t) {
-  sync_host(t);
+  step_store(t->stepper);
   if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len);
 }
 
@@ -768,14 +600,18 @@ static void print_header(rnnd_trainer *t) {
                 t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
                 (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
                 t->cfg->train.global_batch);
-  if (t->use_cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device_name);
+  if (t->device.cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device.name);
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
               core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
               rnnd_dtype_name(t->precision), t->scaler.dynamic ? " with dynamic loss scaling" : "");
-  if (t->comm->size > 1)
-    trainer_log(t, "rnn_dist: gradients all-reduced in %d bucket%s of <= %.3g MiB, %s on the wire; replica check every "
-                "%ld steps\n", t->grad_sync.n_buckets, t->grad_sync.n_buckets > 1 ? "s" : "", t->cfg->comm.bucket_mb,
-                rnnd_dtype_name(t->grad_sync.wire), t->cfg->comm.check_every);
+  if (t->comm->size > 1) {
+    rnnd_dtype wire = (rnnd_dtype)t->cfg->comm.grad_dtype;
+    size_t per_bucket = grad_sync_bucket_elems(t->layout.numel, t->cfg->comm.bucket_mb, wire);
+    long buckets = (long)((t->layout.numel + per_bucket - 1) / per_bucket);
+    trainer_log(t, "rnn_dist: gradients all-reduced in %ld bucket%s of <= %.3g MiB, %s on the wire; replica check "
+                "every %ld steps\n", buckets, buckets > 1 ? "s" : "", t->cfg->comm.bucket_mb, rnnd_dtype_name(wire),
+                t->cfg->comm.check_every);
+  }
   if (advice) rnnd_warn0("%s", advice);
 }
 
@@ -793,7 +629,7 @@ static stop_reason should_stop(const rnnd_trainer *t) {
 }
 
 static void save_checkpoint(rnnd_trainer *t) {
-  sync_host(t);
+  step_store(t->stepper);
   float *streams = NULL; /* stream mode: every stream's carried state, assembled on all ranks */
   if (t->stream_mode) {
     streams = RNND_ALLOC(float, t->stream.plan.n_streams * t->stream.width, "stream state");
@@ -830,13 +666,13 @@ static void save_checkpoint(rnnd_trainer *t) {
 }
 
 /* Names of the views whose gradient holds inf or NaN, state_dict order. */
-static void nonfinite_tensors(const rnnd_trainer *t, char *buf, size_t size) {
+static void nonfinite_tensors(const rnnd_trainer *t, const float *grads, char *buf, size_t size) {
   buf[0] = '\0';
   int listed = 0;
   for (int v = 0; v < t->layout.n_views; v++) {
     const rnnd_param_view *view = &t->layout.views[v];
     size_t bad = 0;
-    for (size_t i = 0; i < view->numel; i++) bad += !isfinite(t->grads[view->offset + i]);
+    for (size_t i = 0; i < view->numel; i++) bad += !isfinite(grads[view->offset + i]);
     if (!bad || view->alias) continue;
     size_t used = strlen(buf);
     if (listed++ < 4) snprintf(buf + used, size - used, "%s%s (%zu values)", listed > 1 ? ", " : "", view->name, bad);
@@ -848,11 +684,11 @@ static void nonfinite_tensors(const rnnd_trainer *t, char *buf, size_t size) {
  * overflow to back off from but a diverged run: stop every rank, name the
  * step, the tensors and the checkpoint to go back to. */
 static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
-#ifdef RNND_HAVE_CUDA
-  if (t->use_cuda) cuda_resident_fetch_gradient(t->backend, t->grads);
-#endif
+  float *grads = RNND_ALLOC(float, t->layout.numel, "gradient");
+  step_fetch_gradient(t->stepper, grads);
   char tensors[512], latest[4300];
-  nonfinite_tensors(t, tensors, sizeof tensors);
+  nonfinite_tensors(t, grads, tensors, sizeof tensors);
+  free(grads);
   int have_checkpoint = checkpoint_latest(t->cfg->output.dir, latest, sizeof latest);
   metrics_flush(&t->metrics);
   if (t->comm->rank == 0) {
@@ -912,8 +748,9 @@ int trainer_run(rnnd_trainer *t) {
               (double)memory_bytes(t) / 1048576.0);
   rnnd_memory m = trainer_memory(t);
   trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
-              "workspace %.1f\n", m.weights / 1048576.0, m.gradients / 1048576.0, m.optimizer / 1048576.0,
-              m.activations / 1048576.0, rnnd_dtype_name(t->precision), m.workspace / 1048576.0);
+              "workspace %.1f (grew %lld time%s)\n", m.weights / 1048576.0, m.gradients / 1048576.0,
+              m.optimizer / 1048576.0, m.activations / 1048576.0, rnnd_dtype_name(t->precision),
+              m.workspace / 1048576.0, (long long)m.workspace_growths, m.workspace_growths == 1 ? "" : "s");
   if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
     trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
                 rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);

@@ -10,15 +10,16 @@ import sys
 
 rnn_dist, config_c, configs = sys.argv[1:4]
 text = subprocess.run([rnn_dist, "--help"], capture_output=True, text=True, check=True).stdout
-keys = re.findall(r'^\s*\{"(model|data|train|output)", "(\w+)", KEY_', open(config_c).read(), re.M)
+keys = re.findall(r'^\s*\{"(model|data|train|amp|comm|metrics|output)", "(\w+)", KEY_', open(config_c).read(), re.M)
 failures = []
 if len(keys) < 30:
     failures.append(f"found only {len(keys)} keys in {config_c}")
 for section, key in keys:
     if not re.search(rf"^\s+{section}\.{key}\s", text, re.M):
         failures.append(f"--help does not list {section}.{key}")
-for option in ["--config", "--set", "--init", "--dry-run", "eval", "--checkpoint", "--data", "--max-len",
-               "--batch", "--threads", "--help", "--version"]:
+OPTIONS = ["--config", "--set", "--init", "--resume", "--dry-run", "eval", "--checkpoint", "--data", "--max-len",
+           "--batch", "--threads", "--device", "--target-last", "--help", "--version"]
+for option in OPTIONS:
     if option not in text:
         failures.append(f"--help does not mention {option}")
 shipped = sorted(glob.glob(os.path.join(configs, "*.ini")))
@@ -31,6 +32,6 @@ for name in ["quickstart.ini", "wikitext2_gru.ini", "wikitext2_lstm.ini"]:
         failures.append(f"configs/{name} is missing")
 for f in failures:
     print("FAIL " + f)
-checks = len(keys) + 12 + len(shipped) + 3
+checks = len(keys) + len(OPTIONS) + len(shipped) + 3
 print(f"{checks - len(failures)} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

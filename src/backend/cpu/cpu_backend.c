@@ -85,8 +85,6 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
   }
 }
 
-/* Runs embedding and all layers; returns the decoder input. in[l] records
- * which buffer fed layer l (own buffer with dropout, else the output before). */
 /* The first layer's input: embedding rows, or (regress) the input
  * projection of the series values. */
 static void layer_input(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
@@ -102,6 +100,8 @@ static void layer_input(const cpu_backend *cb, const float *params, const rnnd_b
     memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
 }
 
+/* Runs embedding and all layers; returns the decoder input. in[l] records
+ * which buffer fed layer l (own buffer with dropout, else the output before). */
 static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
                                    const rnnd_dropout *dr, const float **in) {
   float *x0 = cb->layer_in[0];
@@ -602,9 +602,18 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb);
 }
 
-static const rnnd_backend_ops cpu_ops = {"cpu",          cpu_train_batch,     cpu_eval_batch,   cpu_activation_bytes,
-                                         cpu_workspace_bytes, cpu_gate_histogram, cpu_destroy, cpu_carry_state,
-                                         cpu_last_stats};
+static const rnnd_backend_ops cpu_ops = {
+    .name = "cpu",
+    .train_batch = cpu_train_batch,
+    .eval_batch = cpu_eval_batch,
+    .activation_bytes = cpu_activation_bytes,
+    .workspace_bytes = cpu_workspace_bytes,
+    .gate_histogram = cpu_gate_histogram,
+    .destroy = cpu_destroy,
+    .carry_state = cpu_carry_state,
+    .last_stats = cpu_last_stats,
+    .workspace_growths = NULL, /* sized once for the capacity */
+};
 
 static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);

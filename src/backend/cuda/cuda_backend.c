@@ -63,8 +63,6 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
     cuda_layer *L = &cb->layer[l];
     L->weights = cuda_carve(base, &used, L->weight_bytes);
     L->dweights = cuda_carve(base, &used, L->weight_bytes);
-    L->reserve = cuda_carve(base, &used, L->reserve_bytes);
-    activations += L->reserve_bytes;
   }
   for (int l = 0; l <= cb->layers; l++) {
     cb->x[l] = cuda_carve(base, &used, (size_t)T * input_width(cb, l) * e);
@@ -82,16 +80,15 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
   cb->row_nll = cuda_carve(base, &used, (size_t)(T > B ? T : B) * sizeof(double));
   cb->nll_sum = cuda_carve(base, &used, sizeof(double));
   cb->nll_part = cuda_carve(base, &used, sizeof(double));
-  cb->ones = cuda_carve(base, &used, (size_t)(rows > B ? rows : B) * sizeof(float));
+  cb->ones_count = rows > B ? rows : B;
+  cb->ones = cuda_carve(base, &used, (size_t)cb->ones_count * sizeof(float));
   cb->inputs = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->row_piece = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
   cb->seq_lengths = cuda_carve(base, &used, (size_t)B * sizeof(int32_t));
-  cb->workspace = cuda_carve(base, &used, cb->cudnn_workspace_bytes);
   cb->segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
   cb->grad_segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
-  if (cb->cap.optimizer_state > 0) cuda_resident_carve(cb, base, &used);
   cuda_heads_carve(cb, base, &used);
   size_t before_segments = used;
   cuda_segments_carve(cb, base, &used);
@@ -105,14 +102,17 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
 static size_t assign_host_buffers(cuda_backend *cb, uintptr_t base) {
   const int64_t T = cb->held_tokens;
   size_t used = 0;
-  cb->host_inputs = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
-  cb->host_targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
-  cb->host_positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
-  cb->host_row_piece = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
-  cb->host_lengths = cuda_carve(base, &used, (size_t)cb->cap.max_pieces * sizeof(int32_t));
+  for (int k = 0; k < 2; k++) {
+    cuda_staging *set = &cb->staging[k];
+    set->inputs = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
+    set->targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
+    set->positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
+    set->row_piece = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
+    set->lengths = cuda_carve(base, &used, (size_t)cb->cap.max_pieces * sizeof(int32_t));
+    cuda_heads_carve_staging(cb, base, &used, set);
+  }
   cb->host_grads = cuda_carve(base, &used, cb->base.layout->numel * sizeof(float));
   cb->host_nll = cuda_carve(base, &used, sizeof(double));
-  if (cb->cap.optimizer_state > 0) cuda_resident_carve_host(cb, base, &used);
   cuda_heads_carve_host(cb, base, &used);
   cuda_segments_carve_host(cb, base, &used);
   return used;
@@ -155,24 +155,80 @@ static void create_layer_descriptors(cuda_backend *cb) {
   }
 }
 
-/* Workspace and reserve for the largest batch (or segment): every piece as
- * long as the longest, which bounds any batch the sampler makes. */
+/* --- temp spaces (cuda_temp) --------------------------------------------- */
+
+typedef struct {
+  size_t workspace, reserve[RNND_MAX_LAYERS];
+} temp_sizes;
+
+/* What the shape the descriptors now hold needs: the larger workspace of
+ * the training and inference modes, and each layer's reserve. */
+static temp_sizes needed_temp_sizes(const cuda_backend *cb) {
+  temp_sizes need = {0};
+  for (int l = 0; l < cb->layers; l++) {
+    size_t work = 0, reserve = 0, infer_work = 0, no_reserve = 0;
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(cb->cudnn, cb->layer[l].desc, CUDNN_FWD_MODE_TRAINING, x_desc_of(cb, l),
+                                          &work, &reserve));
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(cb->cudnn, cb->layer[l].desc, CUDNN_FWD_MODE_INFERENCE,
+                                          x_desc_of(cb, l), &infer_work, &no_reserve));
+    need.reserve[l] = reserve;
+    if (work > need.workspace) need.workspace = work;
+    if (infer_work > need.workspace) need.workspace = infer_work;
+  }
+  return need;
+}
+
+/* Points the workspace and reserves into the temp allocation at `base`
+ * (base 0: only counts) and returns its size. */
+static size_t place_temp(cuda_backend *cb, uintptr_t base) {
+  size_t used = 0;
+  cb->workspace = cuda_carve(base, &used, cb->cudnn_workspace_bytes);
+  for (int l = 0; l < cb->layers; l++) cb->layer[l].reserve = cuda_carve(base, &used, cb->layer[l].reserve_bytes);
+  return used;
+}
+
+/* (Re)allocates the temp spaces at the sizes now in cb. Nothing on the
+ * stream may still use the old allocation, so it is synchronised first. */
+static void allocate_temp(cuda_backend *cb) {
+  if (cb->temp.base) {
+    CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    CUDA_CHECK(cudaFree(cb->temp.base));
+    cb->temp.base = NULL;
+  }
+  cb->temp.bytes = place_temp(cb, 0);
+  CUDA_CHECK(cudaMalloc((void **)&cb->temp.base, cb->temp.bytes ? cb->temp.bytes : 1));
+  place_temp(cb, (uintptr_t)cb->temp.base);
+}
+
+/* A size that holds `need`, with a quarter of headroom when it grows, so
+ * that a run whose shapes creep upwards regrows rarely. */
+static size_t grown(size_t have, size_t need) { return need <= have ? have : need + need / 4; }
+
+/* The batch shape now in the descriptors must fit the temp spaces: if it
+ * needs more than they hold, they grow (and the growth is counted). */
+static void fit_temp_spaces(cuda_backend *cb) {
+  temp_sizes need = needed_temp_sizes(cb);
+  int fits = need.workspace <= cb->cudnn_workspace_bytes;
+  for (int l = 0; l < cb->layers; l++) fits &= need.reserve[l] <= cb->layer[l].reserve_bytes;
+  if (fits) return;
+  cb->cudnn_workspace_bytes = grown(cb->cudnn_workspace_bytes, need.workspace);
+  for (int l = 0; l < cb->layers; l++)
+    cb->layer[l].reserve_bytes = grown(cb->layer[l].reserve_bytes, need.reserve[l]);
+  allocate_temp(cb);
+  cb->temp.growths++;
+}
+
+/* The first sizing: for the largest batch (or segment) rectangle, every
+ * piece as long as the longest. Other shapes may need more (fit_temp_spaces). */
 static void size_temp_spaces(cuda_backend *cb) {
   int *lengths = RNND_ALLOC(int, (size_t)cb->cap.max_pieces, "capacity lengths");
   for (int i = 0; i < cb->cap.max_pieces; i++) lengths[i] = cb->held_steps;
   set_batch_shape(cb, cb->held_steps, cb->cap.max_pieces, lengths);
   free(lengths);
-  cb->cudnn_workspace_bytes = 0;
-  for (int l = 0; l < cb->layers; l++) {
-    size_t work = 0, reserve = 0, infer_work = 0, unused = 0;
-    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(cb->cudnn, cb->layer[l].desc, CUDNN_FWD_MODE_TRAINING, x_desc_of(cb, l),
-                                          &work, &reserve));
-    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(cb->cudnn, cb->layer[l].desc, CUDNN_FWD_MODE_INFERENCE,
-                                          x_desc_of(cb, l), &infer_work, &unused));
-    cb->layer[l].reserve_bytes = reserve;
-    if (work > cb->cudnn_workspace_bytes) cb->cudnn_workspace_bytes = work;
-    if (infer_work > cb->cudnn_workspace_bytes) cb->cudnn_workspace_bytes = infer_work;
-  }
+  temp_sizes need = needed_temp_sizes(cb);
+  cb->cudnn_workspace_bytes = need.workspace;
+  for (int l = 0; l < cb->layers; l++) cb->layer[l].reserve_bytes = need.reserve[l];
+  allocate_temp(cb);
 }
 
 /* --- canonical <-> weight space ------------------------------------------ */
@@ -223,9 +279,14 @@ static void build_segment_table(cuda_backend *cb) {
   }
   CUDNN_CHECK(cudnnDestroyTensorDescriptor(m_desc));
   CUDNN_CHECK(cudnnDestroyTensorDescriptor(b_desc));
-  CUDA_CHECK(cudaMemcpy(cb->segments, table, (size_t)cb->n_segments * sizeof *table, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(cb->grad_segments, grad_table, (size_t)cb->n_segments * sizeof *grad_table,
-                        cudaMemcpyHostToDevice));
+  /* On the backend's stream (a non-blocking one, which the legacy stream
+   * of a plain cudaMemcpy does not order against), then waited for: the
+   * tables live on this function's stack. */
+  CUDA_CHECK(cudaMemcpyAsync(cb->segments, table, (size_t)cb->n_segments * sizeof *table, cudaMemcpyHostToDevice,
+                             cb->stream));
+  CUDA_CHECK(cudaMemcpyAsync(cb->grad_segments, grad_table, (size_t)cb->n_segments * sizeof *grad_table,
+                             cudaMemcpyHostToDevice, cb->stream));
+  CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
 void cuda_backend_refresh_weights(cuda_backend *cb) {
@@ -237,9 +298,9 @@ void cuda_backend_refresh_weights(cuda_backend *cb) {
 }
 
 /* Device parameters <- the host's, unless the device holds the master
- * weights (resident step); then the 16-bit copy and weight spaces. */
+ * weights (the CUDA step); then the 16-bit copy and weight spaces. */
 static void upload_params(cuda_backend *cb, const float *params) {
-  if (cb->resident.loaded) return;
+  if (cb->params_resident) return;
   const size_t numel = cb->base.layout->numel;
   CUDA_CHECK(cudaMemcpyAsync(cb->params, params, numel * sizeof(float), cudaMemcpyHostToDevice, cb->stream));
   cuda_backend_refresh_weights(cb);
@@ -257,46 +318,42 @@ void cuda_backend_check_batch(const cuda_backend *cb, const rnnd_batch *b) {
               (long long)cb->held_tokens);
 }
 
-/* The sizes were taken for the capacity; a batch that needs more would
- * corrupt memory, so it stops the run instead. */
-static void check_temp_spaces(const cuda_backend *cb) {
-  for (int l = 0; l < cb->layers; l++) {
-    size_t work = 0, reserve = 0;
-    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(cb->cudnn, cb->layer[l].desc, CUDNN_FWD_MODE_TRAINING, x_desc_of(cb, l),
-                                          &work, &reserve));
-    if (work > cb->cudnn_workspace_bytes || reserve > cb->layer[l].reserve_bytes)
-      RNND_FAIL("layer %d: cuDNN asks for %zu workspace and %zu reserve bytes, more than the %zu and %zu sized for "
-                "the capacity", l, work, reserve, cb->cudnn_workspace_bytes, cb->layer[l].reserve_bytes);
-  }
+/* The next staging set, once the copies last enqueued from it have run. */
+static cuda_staging *free_staging(cuda_backend *cb) {
+  cuda_staging *set = &cb->staging[cb->next_staging];
+  CUDA_CHECK(cudaEventSynchronize(set->copied)); /* at once for a set never used */
+  cb->next_staging ^= 1;
+  return set;
 }
 
 /* Copies the batch's index arrays (and the dropout keys of every row) to
- * the device and sets the descriptors to its shape. A segment's view
- * counts its pieces' steps within the view. */
+ * the device through a staging set, sets the descriptors to its shape and
+ * makes the temp spaces fit it. A segment's view counts its pieces' steps
+ * within the view. */
 void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b) {
   const int64_t T = b->n_tokens;
   RNND_ASSERT(b->n_steps <= cb->held_steps && T <= cb->held_tokens);
-  for (int i = 0; i < b->n_pieces; i++) cb->host_lengths[i] = 0;
+  cuda_staging *set = free_staging(cb);
+  for (int i = 0; i < b->n_pieces; i++) set->lengths[i] = 0;
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
-      cb->host_row_piece[b->step_offsets[t] + i] = b->pieces[i].id;
-      cb->host_lengths[i]++;
+      set->row_piece[b->step_offsets[t] + i] = b->pieces[i].id;
+      set->lengths[i]++;
     }
-  memcpy(cb->host_inputs, b->inputs, (size_t)T * sizeof(int32_t));
-  memcpy(cb->host_targets, b->targets, (size_t)T * sizeof(int32_t));
-  memcpy(cb->host_positions, b->positions, (size_t)T * sizeof(int32_t));
+  memcpy(set->inputs, b->inputs, (size_t)T * sizeof(int32_t));
+  memcpy(set->targets, b->targets, (size_t)T * sizeof(int32_t));
+  memcpy(set->positions, b->positions, (size_t)T * sizeof(int32_t));
   cudaStream_t s = cb->stream;
-  CUDA_CHECK(cudaMemcpyAsync(cb->inputs, cb->host_inputs, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaMemcpyAsync(cb->targets, cb->host_targets, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaMemcpyAsync(cb->positions, cb->host_positions, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             s));
-  CUDA_CHECK(cudaMemcpyAsync(cb->row_piece, cb->host_row_piece, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice,
-                             s));
-  CUDA_CHECK(cudaMemcpyAsync(cb->seq_lengths, cb->host_lengths, (size_t)b->n_pieces * sizeof(int32_t),
+  CUDA_CHECK(cudaMemcpyAsync(cb->inputs, set->inputs, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->targets, set->targets, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->positions, set->positions, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->row_piece, set->row_piece, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->seq_lengths, set->lengths, (size_t)b->n_pieces * sizeof(int32_t),
                              cudaMemcpyHostToDevice, s));
-  set_batch_shape(cb, b->n_steps, b->n_pieces, cb->host_lengths);
-  check_temp_spaces(cb);
-  if (cb->heads.regress) cuda_heads_upload(cb, b);
+  if (cb->heads.regress) cuda_heads_upload(cb, b, set);
+  CUDA_CHECK(cudaEventRecord(set->copied, s));
+  set_batch_shape(cb, b->n_steps, b->n_pieces, set->lengths);
+  fit_temp_spaces(cb);
 }
 
 static const void *at_row(const void *base, int64_t row, int width, size_t elem) {
@@ -389,11 +446,11 @@ void cuda_backend_decoder_pass(cuda_backend *cb, const rnnd_batch *b, float weig
   }
   cuda_sum_f64(cb->row_nll, b->n_tokens, cb->nll_part, cb->stream);
   cuda_add_f64(cb->nll_sum, cb->nll_part, cb->stream);
-  if (weight > 0.0f && cb->resident.reducing) {
+  if (weight > 0.0f) {
     /* the decoder's own parameters are final (a tied weight is the embedding's, final last) */
     size_t frontier = layout->decoder_bias;
     if (!layout->shape.tie_weights && layout->decoder_weight < frontier) frontier = layout->decoder_weight;
-    cuda_resident_gradient_ready(cb, frontier);
+    cuda_gradient_final(cb, frontier);
   }
 }
 
@@ -410,7 +467,7 @@ static double read_nll(cuda_backend *cb) {
 static void layer_gradient(cuda_backend *cb, int l) {
   cuda_space_add_to_canonical(cb->grads, cb->arena, cb->storage, cb->grad_segments + cb->layer_segments[l][0],
                               cb->layer_segments[l][1], cb->longest_segment, cb->stream);
-  if (cb->resident.reducing) cuda_resident_gradient_ready(cb, cb->base.layout->rnn[l][0].weight_ih);
+  cuda_gradient_final(cb, cb->base.layout->rnn[l][0].weight_ih);
 }
 
 /* From dL/d(decoder input) in grad_a down to the embedding rows. */
@@ -428,7 +485,10 @@ void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dro
                                         x_desc_of(cb, l), d_in, cb->h_desc, k->hx[l], k->dhy[l], k->dhx[l],
                                         cb->h_desc, k->cx[l], k->dcy[l], k->dcx[l], L->weight_bytes, L->weights,
                                         cb->cudnn_workspace_bytes, cb->workspace, L->reserve_bytes, L->reserve));
-    CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cb->cudnn, L->desc, CUDNN_WGRAD_MODE_SET, cb->seq_lengths,
+    /* cuDNN supports only CUDNN_WGRAD_MODE_ADD, which adds into dweights:
+     * start the layer's weight-space gradient from zero for this batch. */
+    CUDA_CHECK(cudaMemsetAsync(L->dweights, 0, L->weight_bytes, cb->stream));
+    CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cb->cudnn, L->desc, CUDNN_WGRAD_MODE_ADD, cb->seq_lengths,
                                            x_desc_of(cb, l), cb->x[l], cb->h_desc, k->hx[l], cb->y_desc, cb->y[l],
                                            L->weight_bytes, L->dweights, cb->cudnn_workspace_bytes, cb->workspace,
                                            L->reserve_bytes, L->reserve));
@@ -443,7 +503,7 @@ void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dro
   else
     cuda_scatter_add_embedding(cb->grads + cb->base.layout->embedding_weight, d_out, cb->storage, cb->inputs, T,
                                cb->embed, cb->stream);
-  if (cb->resident.reducing) cuda_resident_gradient_ready(cb, 0);
+  cuda_gradient_final(cb, 0);
 }
 
 /* --- ops ---------------------------------------------------------------- */
@@ -485,13 +545,23 @@ static void cuda_carry_state(rnnd_backend *be, const float *state_in, float *sta
   cb->seg.stream_out = state_out;
 }
 
-static size_t cuda_activation_bytes(const rnnd_backend *be) { return ((const cuda_backend *)be)->activation_bytes; }
-static size_t cuda_workspace_bytes(const rnnd_backend *be) { return ((const cuda_backend *)be)->workspace_bytes; }
+/* The reserves (kept for backward) count as activations, cuDNN's
+ * workspace as workspace; both as now sized. */
+static size_t cuda_activation_bytes(const rnnd_backend *be) {
+  const cuda_backend *cb = (const cuda_backend *)be;
+  size_t bytes = cb->activation_bytes;
+  for (int l = 0; l < cb->layers; l++) bytes += cb->layer[l].reserve_bytes;
+  return bytes;
+}
+static size_t cuda_workspace_bytes(const rnnd_backend *be) {
+  const cuda_backend *cb = (const cuda_backend *)be;
+  return cb->workspace_bytes + cb->cudnn_workspace_bytes;
+}
+static int64_t cuda_workspace_growths(const rnnd_backend *be) { return ((const cuda_backend *)be)->temp.growths; }
 
 static void cuda_destroy(rnnd_backend *be) {
   cuda_backend *cb = (cuda_backend *)be;
   if (!cb) return;
-  if (cb->cap.optimizer_state > 0) cuda_resident_destroy(cb);
   for (int l = 0; l < cb->layers; l++)
     if (cb->layer[l].desc) CUDNN_CHECK(cudnnDestroyRNNDescriptor(cb->layer[l].desc));
   CUDNN_CHECK(cudnnDestroyRNNDataDescriptor(cb->x_first));
@@ -501,6 +571,8 @@ static void cuda_destroy(rnnd_backend *be) {
   CUDNN_CHECK(cudnnDestroyDropoutDescriptor(cb->no_dropout));
   CUDNN_CHECK(cudnnDestroy(cb->cudnn));
   CUBLAS_CHECK(cublasDestroy(cb->cublas));
+  for (int k = 0; k < 2; k++) CUDA_CHECK(cudaEventDestroy(cb->staging[k].copied));
+  CUDA_CHECK(cudaFree(cb->temp.base));
   CUDA_CHECK(cudaFree(cb->arena));
   CUDA_CHECK(cudaFreeHost(cb->host));
   CUDA_CHECK(cudaStreamDestroy(cb->stream));
@@ -509,9 +581,18 @@ static void cuda_destroy(rnnd_backend *be) {
 
 /* cuDNN's RNN records no per-gate values we could read back (its reserve
  * space is opaque), so the CUDA backend offers no gate histograms. */
-static const rnnd_backend_ops cuda_ops = {"cuda",          cuda_train_batch, cuda_eval_batch, cuda_activation_bytes,
-                                          cuda_workspace_bytes, NULL,      cuda_destroy,    cuda_carry_state,
-                                          cuda_last_stats};
+static const rnnd_backend_ops cuda_ops = {
+    .name = "cuda",
+    .train_batch = cuda_train_batch,
+    .eval_batch = cuda_eval_batch,
+    .activation_bytes = cuda_activation_bytes,
+    .workspace_bytes = cuda_workspace_bytes,
+    .gate_histogram = NULL,
+    .destroy = cuda_destroy,
+    .carry_state = cuda_carry_state,
+    .last_stats = cuda_last_stats,
+    .workspace_growths = cuda_workspace_growths,
+};
 
 /* --- creation ------------------------------------------------------------- */
 
@@ -540,9 +621,13 @@ static void create_handles(cuda_backend *cb) {
   CUDNN_CHECK(cudnnSetStream(cb->cudnn, cb->stream));
   CUBLAS_CHECK(cublasCreate(&cb->cublas));
   CUBLAS_CHECK(cublasSetStream(cb->cublas, cb->stream));
-  /* fp32 stays IEEE fp32 (no TF32), so it matches the CPU reference. */
-  CUBLAS_CHECK(cublasSetMathMode(cb->cublas, cb->storage == RNND_DTYPE_F32 ? CUBLAS_PEDANTIC_MATH
-                                                                          : CUBLAS_DEFAULT_MATH));
+  /* fp32 stays IEEE fp32 (no TF32), so it matches the CPU reference; with
+   * 16-bit data, split-K partial sums stay fp32 too (the default allows
+   * reducing them in the 16-bit output type, e.g. dx with K = vocab). */
+  CUBLAS_CHECK(cublasSetMathMode(cb->cublas, cb->storage == RNND_DTYPE_F32
+                                                 ? CUBLAS_PEDANTIC_MATH
+                                                 : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                  CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&cb->x_first));
   CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&cb->x_upper));
   CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&cb->y_desc));
@@ -560,7 +645,9 @@ static void allocate(cuda_backend *cb) {
   size_t host_bytes = assign_host_buffers(cb, 0);
   CUDA_CHECK(cudaMallocHost((void **)&cb->host, host_bytes));
   assign_host_buffers(cb, (uintptr_t)cb->host);
-  cuda_fill_f32(cb->ones, 1.0f, cb->decoder_rows, cb->stream);
+  for (int k = 0; k < 2; k++) CUDA_CHECK(cudaEventCreateWithFlags(&cb->staging[k].copied, cudaEventDisableTiming));
+  /* every one of them: the decoder reads decoder_rows, the classifier one per piece */
+  cuda_fill_f32(cb->ones, 1.0f, cb->ones_count, cb->stream);
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
@@ -576,9 +663,14 @@ static void choose_held_shape(cuda_backend *cb) {
   cb->seg.boundaries = cb->seg.segment ? (cb->cap.max_steps + K - 1) / K - 1 : 0;
 }
 
+const char *cuda_backend_supports(const rnnd_model_shape *shape) {
+  if (shape->decoder != RNND_DECODER_SOFTMAX) return "model.decoder = adaptive is not implemented";
+  return NULL;
+}
+
 rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
-  if (layout->shape.decoder != RNND_DECODER_SOFTMAX)
-    rnnd_input_error("model.decoder = adaptive is not implemented on the CUDA backend (use the CPU)");
+  const char *missing = cuda_backend_supports(&layout->shape);
+  if (missing) rnnd_input_error("%s on the CUDA backend (use the CPU)", missing);
   cuda_backend *cb = RNND_ALLOC(cuda_backend, 1, "CUDA backend");
   const rnnd_model_shape *s = &layout->shape;
   cb->base.ops = &cuda_ops;
@@ -611,6 +703,5 @@ rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_
   size_temp_spaces(cb);
   allocate(cb);
   build_segment_table(cb);
-  if (cb->cap.optimizer_state > 0) cuda_resident_create(cb);
   return &cb->base;
 }

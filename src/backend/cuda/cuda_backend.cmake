@@ -61,7 +61,7 @@ message(STATUS "rnn_dist: CUDA backend ON (CUDA ${CUDAToolkit_VERSION}, architec
 
 set(dir ${CMAKE_CURRENT_LIST_DIR})
 set(RNND_CUDA_SOURCES ${dir}/cuda_backend.c ${dir}/cuda_device.c ${dir}/cuda_heads.c ${dir}/cuda_kernels.cu
-                      ${dir}/cuda_resident.c ${dir}/cuda_segments.c ${dir}/nccl_comm.c)
+                      ${dir}/cuda_segments.c ${dir}/cuda_step.c ${dir}/nccl_comm.c)
 
 function(rnnd_link_cuda_backend target)
   target_compile_definitions(${target} PUBLIC RNND_HAVE_CUDA=1)

@@ -48,16 +48,19 @@ void cuda_heads_carve(cuda_backend *cb, uintptr_t base, size_t *used) {
 
 void cuda_heads_carve_host(cuda_backend *cb, uintptr_t base, size_t *used) {
   cuda_heads *h = &cb->heads;
-  const int64_t B = cb->cap.max_pieces, T = cb->held_tokens, F = h->n_features;
+  const int64_t B = cb->cap.max_pieces;
   if (h->classify) {
     h->host_final = cuda_carve(base, used, (size_t)B * 3 * sizeof(int32_t));
     h->host_correct = cuda_carve(base, used, (size_t)B * sizeof(int32_t));
   }
-  if (h->regress) {
-    h->host_series = cuda_carve(base, used, (size_t)(2 * T * F + F) * sizeof(float));
-    h->host_scored = cuda_carve(base, used, (size_t)T);
-    h->host_errors = cuda_carve(base, used, 2 * sizeof(double));
-  }
+  if (h->regress) h->host_errors = cuda_carve(base, used, 2 * sizeof(double));
+}
+
+void cuda_heads_carve_staging(cuda_backend *cb, uintptr_t base, size_t *used, cuda_staging *set) {
+  const int64_t T = cb->held_tokens, F = cb->heads.n_features;
+  if (!cb->heads.regress) return;
+  set->series = cuda_carve(base, used, (size_t)(2 * T * F + F) * sizeof(float));
+  set->scored = cuda_carve(base, used, (size_t)T);
 }
 
 void cuda_heads_begin(cuda_backend *cb) {
@@ -80,18 +83,21 @@ void cuda_heads_finish(cuda_backend *cb) {
 
 /* --- regress: series rows and the input projection ----------------------- */
 
-void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b) {
+void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b, cuda_staging *set) {
   cuda_heads *h = &cb->heads;
   const int64_t T = b->n_tokens, F = h->n_features, cap = cb->held_tokens;
   RNND_ASSERT(b->n_features == F && b->series_in && b->scored);
-  memcpy(h->host_series, b->series_in, (size_t)(T * F) * sizeof(float));
-  memcpy(h->host_series + cap * F, b->series_target, (size_t)(T * F) * sizeof(float));
-  memcpy(h->host_series + 2 * cap * F, b->series_std, (size_t)F * sizeof(float));
-  memcpy(h->host_scored, b->scored, (size_t)T);
-  /* one copy over the three parts (the gaps between them are unused) */
-  CUDA_CHECK(cudaMemcpyAsync(h->series_in, h->host_series, (size_t)(2 * cap * F + F) * sizeof(float),
-                             cudaMemcpyHostToDevice, cb->stream));
-  CUDA_CHECK(cudaMemcpyAsync(h->scored, h->host_scored, (size_t)T, cudaMemcpyHostToDevice, cb->stream));
+  /* the three parts at the device's offsets: in, target, std */
+  const float *parts[3] = {b->series_in, b->series_target, b->series_std};
+  const int64_t counts[3] = {T * F, T * F, F};
+  for (int k = 0; k < 3; k++) {
+    float *staged = set->series + k * cap * F;
+    memcpy(staged, parts[k], (size_t)counts[k] * sizeof(float));
+    CUDA_CHECK(cudaMemcpyAsync(h->series_in + k * cap * F, staged, (size_t)counts[k] * sizeof(float),
+                               cudaMemcpyHostToDevice, cb->stream));
+  }
+  memcpy(set->scored, b->scored, (size_t)T);
+  CUDA_CHECK(cudaMemcpyAsync(h->scored, set->scored, (size_t)T, cudaMemcpyHostToDevice, cb->stream));
   if (cb->storage != RNND_DTYPE_F32) cuda_cast_from_f32(h->series16, cb->storage, h->series_in, T * F, cb->stream);
 }
 
@@ -203,8 +209,8 @@ static void classifier_pass(cuda_backend *cb, const rnnd_batch *v, float weight,
 void cuda_heads_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy) {
   if (cb->heads.classify) classifier_pass(cb, b, weight, weight > 0.0f ? dy : NULL);
   else regression_pass(cb, b, weight, dy);
-  if (weight > 0.0f && cb->resident.reducing) {
+  if (weight > 0.0f) {
     const rnnd_layout *l = cb->base.layout;
-    cuda_resident_gradient_ready(cb, cb->heads.classify ? l->classifier_weight : l->decoder_weight);
+    cuda_gradient_final(cb, cb->heads.classify ? l->classifier_weight : l->decoder_weight);
   }
 }

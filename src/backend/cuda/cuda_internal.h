@@ -2,8 +2,11 @@
  * cuda_backend.c (forward and backward on one batch), cuda_heads.c (the
  * classify and regress heads and the input projection), cuda_segments.c
  * (carried stream state and segmented backpropagation, and the driver of
- * one batch) and cuda_resident.c (the device-resident optimizer step with
- * the NCCL all-reduce). Not part of the public interface. */
+ * one batch), and for the step above them cuda_step.c (the device-resident
+ * optimizer step) and nccl_comm.c (its all-reduce). Calls go down only:
+ * cuda_step -> cuda_segments -> cuda_backend / cuda_heads -> kernels; the
+ * layer code reports finished gradient through cuda_gradient_listener. Not
+ * part of the public interface. */
 #ifndef RNND_CUDA_INTERNAL_H
 #define RNND_CUDA_INTERNAL_H
 
@@ -15,6 +18,7 @@
 
 #include "cuda_kernels.h"
 #include "rnnd/cuda_backend.h"
+#include "rnnd/step.h"
 
 #define ARENA_ALIGN 256
 /* Rows of fp32 logits per decoder block (64 MiB at most), as on the CPU. */
@@ -26,28 +30,43 @@ typedef struct {
   cudnnRNNDescriptor_t desc;
   int input_size;
   size_t weight_bytes, reserve_bytes;
-  char *weights, *dweights, *reserve; /* in the arena */
+  char *weights, *dweights; /* in the arena */
+  char *reserve;            /* in the temp allocation (cuda_temp) */
 } cuda_layer;
 
-/* State of the device-resident step (all device pointers in the arena). */
+/* cuDNN's workspace and the layers' reserve spaces: one device allocation
+ * of their own, outside the arena, because cudnnGetRNNTempSpaceSizes is not
+ * monotonic in the batch shape. Sized for the capacity rectangle at
+ * creation, then queried for every batch shape and regrown (with headroom)
+ * when a shape needs more; `growths` counts the regrowths for the memory
+ * report. */
 typedef struct {
-  int loaded;               /* the device holds the master weights: ignore params arguments */
-  float *m, *v;             /* optimizer state (v: Adam only) */
-  void *wire;               /* [numel] 16-bit wire buffer */
-  double *partials;         /* [3 * CUDA_NORM_BLOCKS] */
-  double *scalars;          /* [4]: grad squares, update squares, param squares, spare */
-  unsigned long long *counts; /* [2]: non-zero gradient values, lost to the wire */
-  cudaStream_t comm_stream;
-  cudaEvent_t ready, reduced, backward_done;
-  /* the reduce in flight during one cuda_resident_gradients */
-  int reducing;
-  rnnd_nccl *nccl;
-  cuda_reduce_options options;
-  int next_bucket, n_buckets;
-  /* pinned host copies of the scalars */
-  double *host_scalars;
-  unsigned long long *host_counts;
-} cuda_resident;
+  char *base;
+  size_t bytes;
+  int64_t growths;
+} cuda_temp;
+
+/* One set of pinned staging rows for a batch's index arrays (and a
+ * forecaster's series rows). upload_batch fills a set and enqueues its
+ * copies, then records `copied`; the set is written again only after that
+ * event has passed. Two sets alternate, so the host packs the next batch
+ * or segment while the previous copies are still queued. */
+typedef struct {
+  int32_t *inputs, *targets, *positions, *lengths;
+  int64_t *row_piece;
+  float *series;   /* regress: [tokens, F] in, [tokens, F] target, [F] std */
+  uint8_t *scored; /* regress: [tokens] */
+  cudaEvent_t copied;
+} cuda_staging;
+
+/* Who hears when backward has made a stretch of the gradient final: the
+ * CUDA step sets it while it overlaps the all-reduce with backward, so the
+ * layer code tells, never calls up. fn(context, frontier): every canonical
+ * gradient element at offset >= frontier is final. */
+typedef struct {
+  void (*fn)(void *context, size_t frontier);
+  void *context;
+} cuda_gradient_listener;
 
 /* Per layer, in D, [pieces, hidden] each (device; NULL: zeros in, not
  * wanted out): the state the next forward starts from, where its final
@@ -77,8 +96,6 @@ typedef struct {
   uint8_t *scored;                /* [tokens] */
   double *row_sq, *row_abs;       /* [tokens] */
   double *error_sums;             /* [4]: this batch's squared and absolute errors, and one part of each */
-  float *host_series;             /* pinned: [tokens, F] in, [tokens, F] target, [F] std */
-  uint8_t *host_scored;
   double *host_errors;            /* pinned [2] */
   int pieces_scored;              /* classify: rows of host_correct to add up */
   rnnd_head_stats stats;          /* of the last batch */
@@ -127,24 +144,28 @@ typedef struct {
   void *dlogits16; /* NULL with fp32 storage (the fp32 logits are used) */
   double *row_nll, *nll_sum;
   float *ones;
+  int64_t ones_count; /* all of them set to 1 (the decoder and the classifier read different lengths) */
   int32_t *inputs, *targets, *positions, *seq_lengths;
   int64_t *row_piece;
-  void *workspace;
+  void *workspace;    /* in the temp allocation */
   size_t cudnn_workspace_bytes;
+  cuda_temp temp;
   /* canonical <-> weight space; the same runs for the weight-space gradient */
   cuda_weight_segment *segments, *grad_segments;
   int n_segments;
   int64_t longest_segment;
   int layer_segments[RNND_MAX_LAYERS][2]; /* first segment and count of each layer */
   int decoder_rows;
-  /* pinned host staging: the batch's index arrays, the gradient, the loss */
+  /* pinned host staging: the batch's index arrays (two alternating sets),
+   * the gradient, the loss */
   char *host;
-  int32_t *host_inputs, *host_targets, *host_positions, *host_lengths;
-  int64_t *host_row_piece;
+  cuda_staging staging[2];
+  int next_staging;
   float *host_grads;
   double *host_nll;
   size_t activation_bytes, workspace_bytes;
-  cuda_resident resident; /* optimizer_state > 0 only */
+  int params_resident;    /* the CUDA step keeps the master weights in params: ignore params arguments */
+  cuda_gradient_listener gradient_ready; /* fn NULL: nobody listens */
   /* steps and rows the activation buffers hold: the capacity's, or one
    * segment's with capacity.bptt_segment */
   int held_steps;
@@ -157,21 +178,21 @@ typedef struct {
 
 /* Weight spaces (and the 16-bit copy) <- the device's canonical fp32 weights. */
 void cuda_backend_refresh_weights(cuda_backend *cb);
-/* Resident step: every gradient element at offset >= `frontier` of the
- * canonical buffer is final; start the buckets that became complete. */
-void cuda_resident_gradient_ready(cuda_backend *cb, size_t frontier);
-/* Sizes and carves the resident state out of the arena (see
- * assign_device_buffers) and the pinned host area. */
-void cuda_resident_carve(cuda_backend *cb, uintptr_t base, size_t *used);
-void cuda_resident_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
-void cuda_resident_create(cuda_backend *cb);
-void cuda_resident_destroy(cuda_backend *cb);
+/* Tells the listener, if any, that the gradient at offsets >= frontier is final. */
+static inline void cuda_gradient_final(const cuda_backend *cb, size_t frontier) {
+  if (cb->gradient_ready.fn) cb->gradient_ready.fn(cb->gradient_ready.context, frontier);
+}
 /* In-place sum over the job, enqueued on `stream` (nccl_comm.c). */
 void nccl_allreduce_sum(rnnd_nccl *nccl, void *data, size_t count, ncclDataType_t type, cudaStream_t stream);
+/* Waits until `stream` has run, polling the communicator's asynchronous
+ * error (nccl may be NULL: one rank, a plain synchronisation). A NCCL error,
+ * or a wait longer than the job's comm.timeout_s, aborts the communicator
+ * and ends the process with one line naming the rank (nccl_comm.c). */
+void nccl_wait_stream(rnnd_nccl *nccl, cudaStream_t stream, const char *what);
 /* Aligned piece of an arena being carved (base 0 only counts). */
 void *cuda_carve(uintptr_t base, size_t *used, size_t bytes);
 /* Enqueues the loss sum into cb->nll_sum; with weight > 0 the decoder's
- * gradients and dL/dy into dy (the resident step then learns when the
+ * gradients and dL/dy into dy (and tells the gradient listener that the
  * decoder's gradient is final). No host synchronisation. */
 void cuda_backend_decoder_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
 void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b);
@@ -198,8 +219,11 @@ void cuda_linear_backward(cuda_backend *cb, const cuda_linear *h, const void *x,
 /* cuda_heads.c */
 void cuda_heads_carve(cuda_backend *cb, uintptr_t base, size_t *used);
 void cuda_heads_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
-/* Regress: the batch's series rows to the device (from upload_batch). */
-void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b);
+/* Regress: the pinned series rows of both staging sets. */
+void cuda_heads_carve_staging(cuda_backend *cb, uintptr_t base, size_t *used, cuda_staging *set);
+/* Regress: the batch's series rows to the device through the staging set
+ * upload_batch is filling (from upload_batch). */
+void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b, cuda_staging *set);
 /* x[0] = the input projection of the series rows, and its backward from dx0. */
 void cuda_input_projection(cuda_backend *cb, int64_t rows);
 void cuda_input_projection_backward(cuda_backend *cb, const void *dx0, int64_t rows);

@@ -205,30 +205,35 @@ __global__ void scale_and_square(float *x, int64_t n, float scale, double *parti
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
+/* optim.c's arithmetic operation for operation: the _rn intrinsics keep
+ * nvcc from contracting a multiply and an add into one FMA (the host code is
+ * built without contraction), so the same gradient gives bitwise the same
+ * update on both sides. */
 __global__ void optimizer_update(float *params, const float *grads, float *m, float *v, int64_t n,
                                  cuda_update_args a, double *update_partials, double *param_partials) {
   __shared__ double shared[kThreads];
   double updates = 0.0, weights = 0.0;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float p = params[i];
-    float g = (a.clip != 1.0f ? grads[i] * a.clip : grads[i]) + a.weight_decay * p;
+    float clipped = a.clip != 1.0f ? __fmul_rn(grads[i], a.clip) : grads[i];
+    float g = __fadd_rn(clipped, __fmul_rn(a.weight_decay, p));
     float update;
     if (a.adam) {
-      float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
-      float vi = a.beta2 * v[i] + (1.0f - a.beta2) * g * g;
+      float mi = __fadd_rn(__fmul_rn(a.beta1, m[i]), __fmul_rn(1.0f - a.beta1, g));
+      float vi = __fadd_rn(__fmul_rn(a.beta2, v[i]), __fmul_rn(__fmul_rn(1.0f - a.beta2, g), g));
       m[i] = mi;
       v[i] = vi;
-      float denom = sqrtf(vi) / a.correction2_sqrt + a.eps;
-      update = a.step_size * (mi / denom);
+      float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), a.correction2_sqrt), a.eps);
+      update = __fmul_rn(a.step_size, __fdiv_rn(mi, denom));
     } else {
       if (a.momentum != 0.0f) {
-        float buf = a.first_step ? g : a.momentum * m[i] + g;
+        float buf = a.first_step ? g : __fadd_rn(__fmul_rn(a.momentum, m[i]), g);
         m[i] = buf;
         g = buf;
       }
-      update = a.step_size * g;
+      update = __fmul_rn(a.step_size, g);
     }
-    p -= update;
+    p = __fsub_rn(p, update);
     params[i] = p;
     updates += (double)update * update;
     weights += (double)p * p;
@@ -239,7 +244,6 @@ __global__ void optimizer_update(float *params, const float *grads, float *m, fl
     param_partials[blockIdx.x] = w;
   }
 }
-
 
 /* --- the task heads and carried state (cuda_tasks.c) --- */
 

@@ -139,13 +139,13 @@ static void run_segmented(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
     if (!backward) cuda_backend_decoder_pass(cb, &view, 0.0f, NULL);
   }
   if (!backward) return;
-  /* the resident step may start reducing only once the first segment, the
-   * last one back-propagated, has finished the gradient */
-  const int reducing = cb->resident.reducing;
+  /* the gradient is final only as the first segment, the last one
+   * back-propagated, finishes it: the listener hears that one alone */
+  const cuda_gradient_listener listener = cb->gradient_ready;
   for (int s = segments - 1; s >= 0; s--) {
     int t1 = segment_end(cb, b, s);
     batch_step_view(b, s * K, t1, cb->seg.view_offsets, &view);
-    cb->resident.reducing = s == 0 ? reducing : 0;
+    cb->gradient_ready = s == 0 ? listener : (cuda_gradient_listener){0};
     cuda_backend_upload_batch(cb, &view);
     link_states(cb, s, segments);
     link_gradients(cb, s, segments, view.n_pieces, t1 < b->n_steps ? b->batch_sizes[t1] : 0);
@@ -153,7 +153,7 @@ static void run_segmented(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
     cuda_backend_decoder_pass(cb, &view, weight, cb->grad_a);
     cuda_backend_backward(cb, &view, dr);
   }
-  cb->resident.reducing = reducing;
+  cb->gradient_ready = listener;
 }
 
 void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight, int training) {
