@@ -20,13 +20,18 @@ Precision:
 Peak memory is torch.cuda.max_memory_allocated() over all steps (weights,
 gradients, Adam state, activations, workspaces taken from PyTorch's caching
 allocator; not the CUDA context), minus the pre-generated batches except the
-largest one, which a real trainer would also hold.
+largest one, which a real trainer would also hold. Device memory is the
+driver's count (cudaMemGetInfo) of memory in use after the run minus before
+the model was made, the CUDA context already there, with the same batches
+excluded: what the run took, the caching allocator's reserve and the
+cuDNN/cuBLAS workspaces included, measured as bench_train measures rnn_dist
+(its device_peak_mib).
 
 --device cpu exists only to smoke-test the script on a machine without a GPU:
 it runs fp32 whatever --precision says, and reports no peak memory.
 
 Prints the environment, a summary, and as its LAST line (machine readable):
-  torch tokens_per_s <median over steps of tokens/step_time> steps <n> peak_mib <MiB or nan>
+  torch tokens_per_s <median over steps of tokens/step_time> steps <n> peak_mib <MiB or nan> device_mib <MiB or nan>
 
 A benchmark baseline only; the C code never runs it. Needs PyTorch only
 (no numpy). Works with PyTorch 1.13 (CPU smoke test) and 2.x.
@@ -168,6 +173,9 @@ def main():
                                           ", tied" if args.tie else "", args.batch, args.min_len,
                                           args.max_len, precision, args.warmup, args.steps))
 
+    if cuda:
+        torch.cuda.synchronize()
+        free_before = torch.cuda.mem_get_info()[0]  # the context exists from here on
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     model = LanguageModel(args.cell, args.vocab, args.embed, args.hidden, args.layers, args.tie).to(device)
@@ -223,11 +231,12 @@ def main():
     if cuda:
         peak = torch.cuda.max_memory_allocated() - batch_bytes + largest_batch
         peak_mib = peak / 2**20
+        device_mib = (free_before - torch.cuda.mem_get_info()[0] - batch_bytes + largest_batch) / 2**20
         mem = "peak memory %.1f MiB (max_memory_allocated, pre-generated batches %.1f MiB excluded " \
               "but the largest); reserved %.1f MiB" % (peak_mib, (batch_bytes - largest_batch) / 2**20,
                                                        torch.cuda.max_memory_reserved() / 2**20)
     else:
-        peak_mib = math.nan
+        peak_mib = device_mib = math.nan
         mem = "peak memory n/a (cpu)"
     print("parameters %d; step time ms: median %.2f min %.2f max %.2f; tokens/step mean %.0f; last loss %.4f"
           % (n_params, 1e3 * statistics.median(times), 1e3 * min(times), 1e3 * max(times),
@@ -236,8 +245,9 @@ def main():
         print("loss scale %g at the end; %d of the timed steps skipped (inf/NaN gradients)"
               % (scaler.get_scale(), skipped))
     print(mem)
-    print("torch tokens_per_s %.1f steps %d peak_mib %s" % (
-        statistics.median(rates), len(rates), "nan" if math.isnan(peak_mib) else "%.1f" % peak_mib))
+    print("torch tokens_per_s %.1f steps %d peak_mib %s device_mib %s" % (
+        statistics.median(rates), len(rates), "nan" if math.isnan(peak_mib) else "%.1f" % peak_mib,
+        "nan" if math.isnan(device_mib) else "%.1f" % device_mib))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,12 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
+try:
+    import h5py  # noqa: F401  (e2e_util reads metrics and model files with it)
+    import numpy as np
+except ImportError as missing:
+    print(f"SKIPPED: this machine's python lacks {missing.name} (the GPU machine may have no h5py)")
+    sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from e2e_util import Checks, mpi_env, read_series, model_params  # noqa: E402

@@ -11,11 +11,11 @@
  *    the count of correct pieces;
  *  - model.task = regress: loss, gradients, and the squared and absolute
  *    errors in original units.
- * fp32 at 1e-4; bf16 storage once per task at 2e-2. Without a CUDA device
- * it prints "SKIPPED: no CUDA device" and exits 77.
- * usage: test_cuda_tasks [--cpu-standin]: a CPU backend (with the same
- * segments) stands in for the GPU, which checks the harness itself where
- * there is no GPU: segmented against whole batches on the CPU. */
+ * fp32 at 1e-4; bf16 and fp16 storage once per task at 2e-2. One named
+ * case per run (gpu_compare.h: --case NAME, --list, --cpu-standin); with
+ * the CPU standing in (with the same segments) the harness itself is
+ * checked where there is no GPU: segmented against whole batches on the
+ * CPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,24 +28,14 @@
 
 #include "gpu_compare.h"
 
-#define SKIP_CODE 77
 #define N_PIECES 7
 #define VOCAB 40
 #define FEATURES 3
 
 static const int piece_lengths[N_PIECES] = {300, 300, 170, 64, 63, 2, 1};
 static const float feature_std[FEATURES] = {2.0f, 0.5f, 10.0f};
-static int failures = 0, checks = 0;
-/* the backend under test: the CUDA one, or the CPU standing in for it */
-static rnnd_backend *(*create_tested)(const rnnd_layout *, const rnnd_backend_capacity *) = cuda_backend_create;
 
-static void expect(int ok, const char *what, double value, double limit) {
-  checks++;
-  printf("%s %-66s %.3g (limit %.0e)\n", ok ? "ok  " : "FAIL", what, value, limit);
-  if (!ok) failures++;
-}
-
-static double relative(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+static double relative(double a, double b) { return relative_error(a, b); }
 
 typedef struct {
   rnnd_dataset data;
@@ -123,24 +113,24 @@ static void run_backend(rnnd_backend *be, const float *params, const rnnd_batch 
   out->activation_bytes = be->ops->activation_bytes(be);
 }
 
-static void compare_stats(const char *label, const rnnd_head_stats *gpu, const rnnd_head_stats *cpu, double limit) {
+static void compare_stats(gpu_test *t, const char *label, const rnnd_head_stats *gpu, const rnnd_head_stats *cpu, double limit) {
   char what[160];
   if (cpu->values || gpu->values) {
     snprintf(what, sizeof what, "%s: scored values %lld vs %lld", label, (long long)gpu->values,
              (long long)cpu->values);
-    expect(gpu->values == cpu->values, what, (double)(gpu->values - cpu->values), 0);
+    expect(t, gpu->values == cpu->values, what, (double)(gpu->values - cpu->values), 0);
     snprintf(what, sizeof what, "%s: squared error", label);
-    expect(relative(gpu->sq_error, cpu->sq_error) <= limit, what, relative(gpu->sq_error, cpu->sq_error), limit);
+    expect(t, relative(gpu->sq_error, cpu->sq_error) <= limit, what, relative(gpu->sq_error, cpu->sq_error), limit);
     snprintf(what, sizeof what, "%s: absolute error", label);
-    expect(relative(gpu->abs_error, cpu->abs_error) <= limit, what, relative(gpu->abs_error, cpu->abs_error), limit);
+    expect(t, relative(gpu->abs_error, cpu->abs_error) <= limit, what, relative(gpu->abs_error, cpu->abs_error), limit);
   } else {
     snprintf(what, sizeof what, "%s: correct pieces %lld vs %lld", label, (long long)gpu->correct,
              (long long)cpu->correct);
-    expect(gpu->correct == cpu->correct, what, (double)(gpu->correct - cpu->correct), 0);
+    expect(t, gpu->correct == cpu->correct, what, (double)(gpu->correct - cpu->correct), 0);
   }
 }
 
-static void compare_case(const task_case *c) {
+static void compare_case(gpu_test *t, const task_case *c) {
   const double limit = c->storage == RNND_DTYPE_F32 ? 1e-4 : 2e-2;
   rnnd_layout layout;
   model_layout_init(&layout, &c->shape);
@@ -150,9 +140,9 @@ static void compare_case(const task_case *c) {
   rnnd_backend_capacity cap = {.max_pieces = N_PIECES, .max_steps = b->n_steps, .max_tokens = b->n_tokens,
                                .threads = 1, .storage = c->storage};
   rnnd_backend *cpu = cpu_backend_create(&layout, &cap);
-  rnnd_backend *plain_gpu = c->segment ? create_tested(&layout, &cap) : NULL;
+  rnnd_backend *plain_gpu = c->segment ? t->create_tested(&layout, &cap) : NULL;
   cap.bptt_segment = c->segment;
-  rnnd_backend *gpu = create_tested(&layout, &cap);
+  rnnd_backend *gpu = t->create_tested(&layout, &cap);
   const size_t n = layout.numel;
   const int width = rnnd_state_width(&layout.shape);
   float *params = RNND_ALLOC(float, n, "params"), *state_in = RNND_ALLOC(float, (size_t)N_PIECES * width, "state");
@@ -166,7 +156,7 @@ static void compare_case(const task_case *c) {
   run_backend(gpu, params, b, c, state_in, &rg);
   char what[200];
   snprintf(what, sizeof what, "%s: loss", c->label);
-  expect(relative(rg.loss, rc.loss) <= limit, what, relative(rg.loss, rc.loss), limit);
+  expect(t, relative(rg.loss, rc.loss) <= limit, what, relative(rg.loss, rc.loss), limit);
   double worst = 0.0;
   const char *worst_name = "";
   for (int v = 0; v < layout.n_views; v++) {
@@ -178,25 +168,25 @@ static void compare_case(const task_case *c) {
     }
   }
   snprintf(what, sizeof what, "%s: gradients (worst %s)", c->label, worst_name);
-  expect(worst <= limit, what, worst, limit);
+  expect(t, worst <= limit, what, worst, limit);
   snprintf(what, sizeof what, "%s: eval loss", c->label);
-  expect(relative(rg.eval_loss, rc.eval_loss) <= limit, what, relative(rg.eval_loss, rc.eval_loss), limit);
+  expect(t, relative(rg.eval_loss, rc.eval_loss) <= limit, what, relative(rg.eval_loss, rc.eval_loss), limit);
   if (c->carry) {
     int rows = b->batch_sizes[b->n_steps - 1];
     double e = tensor_error(rg.state_out, rc.state_out, (size_t)rows * width);
     snprintf(what, sizeof what, "%s: end state (%d rows)", c->label, rows);
-    expect(e <= limit, what, e, limit);
+    expect(t, e <= limit, what, e, limit);
   }
   if (c->shape.task != RNND_TASK_LM) {
-    compare_stats(c->label, &rg.stats, &rc.stats, limit);
+    compare_stats(t, c->label, &rg.stats, &rc.stats, limit);
     snprintf(what, sizeof what, "%s eval", c->label);
-    compare_stats(what, &rg.eval_stats, &rc.eval_stats, limit);
+    compare_stats(t, what, &rg.eval_stats, &rc.eval_stats, limit);
   }
   if (plain_gpu) {
     size_t whole = plain_gpu->ops->activation_bytes(plain_gpu);
     snprintf(what, sizeof what, "%s: activation MiB with segments / without (%.2f / %.2f)", c->label,
              rg.activation_bytes / 1048576.0, whole / 1048576.0);
-    expect(rg.activation_bytes < whole, what, (double)rg.activation_bytes / (double)whole, 1.0);
+    expect(t, rg.activation_bytes < whole, what, (double)rg.activation_bytes / (double)whole, 1.0);
     plain_gpu->ops->destroy(plain_gpu);
   }
   free(rc.grads);
@@ -215,19 +205,8 @@ static rnnd_model_shape lm_shape(int cell) {
                             .directions = 1};
 }
 
-int main(int argc, char **argv) {
-  rnnd_set_program_name("test_cuda_tasks");
-  if (argc > 1 && !strcmp(argv[1], "--cpu-standin")) {
-    create_tested = cpu_backend_create;
-    printf("device: the CPU backend standing in for the GPU\n");
-  } else if (cuda_device_count() == 0) {
-    printf("SKIPPED: no CUDA device\n");
-    return SKIP_CODE;
-  } else {
-    char name[160];
-    cuda_device_bind(0, name, sizeof name);
-    printf("device: %s\n", name);
-  }
+/* The cases, by name. */
+static int task_cases(task_case *cases) {
   rnnd_model_shape gru = lm_shape(RNND_CELL_GRU), lstm = lm_shape(RNND_CELL_LSTM);
   rnnd_model_shape classify_bi = gru, classify_lstm = lstm, regress = lstm;
   classify_bi.directions = 2;
@@ -236,20 +215,41 @@ int main(int argc, char **argv) {
   regress.task = RNND_TASK_REGRESS;
   regress.n_features = FEATURES;
   regress.vocab_size = 0;
-  const task_case cases[] = {
-      {"GRU segments K=7", gru, RNND_DTYPE_F32, 7, 0, 0.2f},
-      {"LSTM segments K=64", lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
-      {"GRU carried state", gru, RNND_DTYPE_F32, 0, 1, 0.2f},
-      {"LSTM carried state, segments K=64", lstm, RNND_DTYPE_F32, 64, 1, 0.0f},
-      {"LSTM carried state bf16", lstm, RNND_DTYPE_BF16, 0, 1, 0.0f},
-      {"classify GRU bidirectional", classify_bi, RNND_DTYPE_F32, 0, 0, 0.2f},
-      {"classify LSTM segments K=64", classify_lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
-      {"classify GRU bidirectional bf16", classify_bi, RNND_DTYPE_BF16, 0, 0, 0.0f},
-      {"regress LSTM", regress, RNND_DTYPE_F32, 0, 0, 0.2f},
-      {"regress LSTM segments K=7", regress, RNND_DTYPE_F32, 7, 0, 0.0f},
-      {"regress LSTM bf16", regress, RNND_DTYPE_BF16, 0, 0, 0.0f},
+  const task_case all[] = {
+      {"segments_gru_k7", gru, RNND_DTYPE_F32, 7, 0, 0.2f},
+      {"segments_lstm_k64", lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
+      {"carry_gru", gru, RNND_DTYPE_F32, 0, 1, 0.2f},
+      {"carry_lstm_segments_k64", lstm, RNND_DTYPE_F32, 64, 1, 0.0f},
+      {"carry_lstm_bf16", lstm, RNND_DTYPE_BF16, 0, 1, 0.0f},
+      {"classify_gru_bi", classify_bi, RNND_DTYPE_F32, 0, 0, 0.2f},
+      {"classify_lstm_segments_k64", classify_lstm, RNND_DTYPE_F32, 64, 0, 0.2f},
+      {"classify_gru_bi_bf16", classify_bi, RNND_DTYPE_BF16, 0, 0, 0.0f},
+      {"classify_gru_bi_fp16", classify_bi, RNND_DTYPE_F16, 0, 0, 0.0f},
+      {"regress_lstm", regress, RNND_DTYPE_F32, 0, 0, 0.2f},
+      {"regress_lstm_segments_k7", regress, RNND_DTYPE_F32, 7, 0, 0.0f},
+      {"regress_lstm_bf16", regress, RNND_DTYPE_BF16, 0, 0, 0.0f},
+      {"regress_lstm_fp16", regress, RNND_DTYPE_F16, 0, 0, 0.0f},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) compare_case(&cases[i]);
-  printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures ? 1 : 0;
+  int n = (int)(sizeof all / sizeof *all);
+  for (int i = 0; i < n; i++) cases[i] = all[i];
+  return n;
 }
+
+static void list_cases(void) {
+  task_case cases[32];
+  int n = task_cases(cases);
+  for (int i = 0; i < n; i++) printf("%s\n", cases[i].label);
+}
+
+static int run_case(gpu_test *t, const char *name) {
+  task_case cases[32];
+  int n = task_cases(cases);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(cases[i].label, name)) {
+      compare_case(t, &cases[i]);
+      return 1;
+    }
+  return 0;
+}
+
+int main(int argc, char **argv) { return gpu_test_main(argc, argv, "test_cuda_tasks", list_cases, run_case); }
