@@ -24,6 +24,7 @@
 #include "rnnd/sampler.h"
 #include "rnnd/step.h"
 #include "rnnd/stream_state.h"
+#include "rnnd/task.h"
 
 typedef struct {
   double nll_sum;
@@ -34,21 +35,21 @@ typedef struct {
 /* Mean NLL over every target token of ds (pieces of the sampler's max_len,
  * each from a zero state). Batches are shared out over the ranks and the
  * sums reduced, so every rank gets the same result. */
-rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
-                                  rnnd_batch *b, const rnnd_comm *comm);
+rnnd_eval_result evaluate_dataset(rnnd_backend *be, const rnnd_task_ops *task, const float *params,
+                                  const rnnd_dataset *ds, rnnd_sampler *s, rnnd_batch *b, const rnnd_comm *comm);
 
 /* Mean NLL over every target token of ds as streams (data.mode = stream):
  * each rank runs its slice of streams through every window, carrying the
  * state; share has room for the slice. */
-rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rnnd_dataset *ds,
-                                 rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share, const rnnd_comm *comm);
+rnnd_eval_result evaluate_stream(rnnd_backend *be, const rnnd_task_ops *task, const float *params,
+                                 const rnnd_dataset *ds, rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share,
+                                 const rnnd_comm *comm);
 
 typedef struct {
   rnnd_dataset data;
   rnnd_sampler sampler;
   rnnd_stream_state stream; /* data.mode = stream */
-  double accuracy;          /* classify: of the last evaluation */
-  double rmse, mae;         /* regress: of the last evaluation, original units */
+  rnnd_quality quality;     /* of the last evaluation */
   int present;
 } rnnd_eval_set;
 
@@ -58,8 +59,7 @@ typedef struct {
   rnnd_dataset train;
   rnnd_sampler train_sampler;
   int stream_mode;           /* data.mode = stream: windows of streams, state carried */
-  int classify;              /* model.task = classify: one label per sequence */
-  int regress;               /* model.task = regress: next-step forecasting of a time series */
+  const rnnd_task_ops *task; /* model.task: what the data, examples and measures are */
   rnnd_stream_state stream;  /* stream mode: this rank's training streams */
   rnnd_eval_set valid, test;
   rnnd_layout layout;

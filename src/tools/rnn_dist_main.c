@@ -1,6 +1,5 @@
 /* rnn_dist_main.c — command line of rnn_dist: `train` (the default) and
  * `eval`. Everything else lives in the library; main only parses arguments. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +10,8 @@
 #include "rnnd/config.h"
 #include "rnnd/device.h"
 #include "rnnd/model_file.h"
+#include "rnnd/task.h"
 #include "rnnd/trainer.h"
-
-#define RNND_VERSION "0.1.0"
 
 static void print_help(void) {
   printf(
@@ -121,16 +119,16 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   if (ds.vocab_size != shape.vocab_size)
     rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a.data,
                      ds.vocab_size, a.checkpoint, shape.vocab_size);
-  int classify = shape.task == RNND_TASK_CLASSIFY;
-  if (classify) check_classes(&ds, a.data, &shape, a.checkpoint, &a.max_len);
+  const rnnd_task_ops *task = task_of(shape.task);
+  if (shape.n_classes) check_classes(&ds, a.data, &shape, a.checkpoint, &a.max_len);
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   float *params = RNND_ALLOC(float, layout.numel, "parameters");
   model_file_load_params(a.checkpoint, &layout, params);
   rnnd_sampler sampler;
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
-  options.whole_sequences = classify;
-  options.window_stride = a.target_last;
+  rnnd_data_config data = {.target_last = a.target_last};
+  task->sampler_options(&options, &data);
   sampler_init(&sampler, &ds, &options);
   rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
                                .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
@@ -141,16 +139,11 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_batch batch;
   batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
   if (ds.n_features) batch_init_series(&batch, ds.n_features);
-  rnnd_eval_result r = evaluate_dataset(be, params, &ds, &sampler, &batch, comm);
-  double loss = r.nll_sum / (double)r.tokens;
-  if (classify)
-    rnnd_print0("loss %.6f accuracy %.6f sequences %lld\n", loss, (double)r.head.correct / (double)r.tokens,
-                (long long)r.tokens);
-  else if (shape.task == RNND_TASK_REGRESS)
-    rnnd_print0("loss %.6f rmse %.6g mae %.6g steps %lld\n", loss, sqrt(r.head.sq_error / (double)r.head.values),
-                r.head.abs_error / (double)r.head.values, (long long)r.tokens);
-  else
-    rnnd_print0("loss %.6f ppl %.4f tokens %lld\n", loss, exp(loss), (long long)r.tokens);
+  rnnd_eval_result r = evaluate_dataset(be, task, params, &ds, &sampler, &batch, comm);
+  rnnd_quality q = task->quality(r.nll_sum, r.tokens, &r.head);
+  char result[200];
+  task->result_text(&q, r.tokens, result, sizeof result);
+  rnnd_print0("%s\n", result);
   batch_free(&batch);
   be->ops->destroy(be);
   sampler_free(&sampler);

@@ -18,8 +18,8 @@ static rnnd_eval_result reduce_result(double *sums, const rnnd_comm *comm) {
   return r;
 }
 
-rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const rnnd_dataset *ds, rnnd_sampler *s,
-                                  rnnd_batch *b, const rnnd_comm *comm) {
+rnnd_eval_result evaluate_dataset(rnnd_backend *be, const rnnd_task_ops *task, const float *params,
+                                  const rnnd_dataset *ds, rnnd_sampler *s, rnnd_batch *b, const rnnd_comm *comm) {
   /* nll, examples, correct, squared and absolute errors, values (counts exact in double up to 2^53) */
   double sums[6] = {0};
   sampler_start_epoch(s, 0);
@@ -27,26 +27,26 @@ rnnd_eval_result evaluate_dataset(rnnd_backend *be, const float *params, const r
   int count;
   for (int64_t k = 0; (count = sampler_next_pieces(s, &pieces)) > 0; k++) {
     if (k % comm->size != comm->rank) continue;
-    batch_fill(b, ds, pieces, count);
-    if (s->whole_sequences) batch_fill_labels(b, ds);
+    task->fill_batch(b, ds, pieces, count);
     sums[0] += be->ops->eval_batch(be, params, b);
-    sums[1] += (double)(s->whole_sequences ? b->n_pieces : ds->n_features ? b->n_scored : b->n_tokens);
+    sums[1] += (double)task->examples_of_batch(b);
     add_head_stats(be, sums + 2);
   }
   return reduce_result(sums, comm);
 }
 
-rnnd_eval_result evaluate_stream(rnnd_backend *be, const float *params, const rnnd_dataset *ds,
-                                 rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share, const rnnd_comm *comm) {
+rnnd_eval_result evaluate_stream(rnnd_backend *be, const rnnd_task_ops *task, const float *params,
+                                 const rnnd_dataset *ds, rnnd_stream_state *s, rnnd_batch *b, rnnd_piece *share,
+                                 const rnnd_comm *comm) {
   double sums[6] = {0};
   stream_state_rewind(s);
   for (int64_t w = 0; w < s->plan.n_windows; w++) {
     int64_t window_tokens;
     int count = stream_state_next(s, be, share, &window_tokens);
     if (count) {
-      batch_fill(b, ds, share, count);
+      task->fill_batch(b, ds, share, count);
       sums[0] += be->ops->eval_batch(be, params, b);
-      sums[1] += (double)(ds->n_features ? b->n_scored : b->n_tokens);
+      sums[1] += (double)task->examples_of_batch(b);
       add_head_stats(be, sums + 2);
     }
     stream_state_window_done(s);

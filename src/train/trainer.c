@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,27 +16,11 @@
 #include "rnnd/model_file.h"
 #include "rnnd/preempt.h"
 #include "rnnd/rng.h"
+#include "report.h"
 
 static int64_t fault_step(const char *variable, int rank);
 
 /* --- output ------------------------------------------------------------- */
-
-/* Rank 0: to stdout and to OUTPUT/train.log. */
-static void trainer_log(rnnd_trainer *t, const char *fmt, ...) RNND_PRINTF(2, 3);
-static void trainer_log(rnnd_trainer *t, const char *fmt, ...) {
-  if (t->comm->rank != 0) return;
-  va_list args;
-  va_start(args, fmt);
-  vprintf(fmt, args);
-  va_end(args);
-  fflush(stdout);
-  if (t->log) {
-    va_start(args, fmt);
-    vfprintf(t->log, fmt, args);
-    va_end(args);
-    fflush(t->log);
-  }
-}
 
 static void make_directories(const char *path) {
   char buf[4096];
@@ -62,7 +45,7 @@ static void open_outputs(rnnd_trainer *t, int append) {
   snprintf(path, sizeof path, "%s/config.ini", dir);
   FILE *f = fopen(path, "w");
   if (!f) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
-  fprintf(f, "; resolved configuration of this run (rnn_dist %s)\n", "0.1.0");
+  fprintf(f, "; resolved configuration of this run (rnn_dist %s)\n", RNND_VERSION);
   config_write(t->cfg, f);
   if (fclose(f) != 0) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
   snprintf(path, sizeof path, "%s/train.log", dir);
@@ -70,35 +53,7 @@ static void open_outputs(rnnd_trainer *t, int append) {
   if (!t->log) rnnd_input_error("%s: cannot write (%s)", path, strerror(errno));
 }
 
-static void format_duration(char *buf, size_t size, double seconds) {
-  long s = seconds > 0 ? (long)(seconds + 0.5) : 0;
-  snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-}
-
 /* --- set-up ------------------------------------------------------------- */
-
-/* model.task = classify needs /labels, with the training set's classes. */
-static void require_labels(const rnnd_trainer *t, const rnnd_dataset *ds, const char *role) {
-  if (!ds->labels)
-    rnnd_input_error("%s: %s set has no /labels but model.task = classify (prepare it with rnn_prep --labels)",
-                     ds->path, role);
-  if (ds != &t->train && ds->n_classes != t->train.n_classes)
-    rnnd_input_error("%s: %s set has %d classes but the training set %s has %d; prepare all splits with one "
-                     "rnn_prep --labels run", ds->path, role, (int)ds->n_classes, t->train.path,
-                     (int)t->train.n_classes);
-}
-
-/* model.task = regress reads time series (rnn_prep --csv), the others tokens. */
-static void require_kind(const rnnd_trainer *t, const rnnd_dataset *ds, const char *role) {
-  if (t->regress && !ds->n_features)
-    rnnd_input_error("%s: %s set holds tokens but model.task = regress needs a time series (rnn_prep --csv)",
-                     ds->path, role);
-  if (!t->regress && ds->n_features)
-    rnnd_input_error("%s: %s set is a time series (rnn_prep --csv); set model.task = regress", ds->path, role);
-  if (ds != &t->train && ds->n_features != t->train.n_features)
-    rnnd_input_error("%s: %s set has %d features but the training set %s has %d", ds->path, role,
-                     (int)ds->n_features, t->train.path, (int)t->train.n_features);
-}
 
 /* Floats of one stream's carried state (rnnd_state_width, from the config). */
 static int stream_width(const rnnd_config *cfg) { return cfg->model.layers * 2 * cfg->model.hidden; }
@@ -112,10 +67,8 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
                      path, role, set->data.vocab_size, set->data.eos_id, t->train.path, t->train.vocab_size,
                      t->train.eos_id);
   rnnd_sampler_options options = sampler_eval_options(t->cfg->data.max_len, t->cfg->train.eval_batch);
-  options.whole_sequences = t->classify;
-  options.window_stride = t->regress ? t->cfg->data.target_last : 0;
-  if (t->classify) require_labels(t, &set->data, role);
-  require_kind(t, &set->data, role);
+  t->task->sampler_options(&options, &t->cfg->data);
+  t->task->check_data(&set->data, &t->train, role);
   sampler_init(&set->sampler, &set->data, &options);
   if (t->stream_mode)
     stream_state_init(&set->stream, set->data.n_tokens, t->cfg->train.eval_batch, t->cfg->data.bptt,
@@ -162,7 +115,7 @@ static void open_backend_and_step(rnnd_trainer *t) {
                                .bucket_mb = cfg->comm.bucket_mb, .timeout_s = cfg->comm.timeout_s};
   t->stepper = device_open_step(&t->device, t->backend, t->params, &t->optimizer, &options);
   batch_init(&t->batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
-  if (t->regress) batch_init_series(&t->batch, t->train.n_features);
+  if (t->train.n_features) batch_init_series(&t->batch, t->train.n_features);
 }
 
 static void resume_plan(rnnd_trainer *t, const char *path, const rnnd_train_state *st) {
@@ -235,10 +188,8 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
   dataset_load(&t->train, cfg->data.train, 0);
   t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
-  t->classify = cfg->model.task == RNND_TASK_CLASSIFY;
-  t->regress = cfg->model.task == RNND_TASK_REGRESS;
-  if (t->classify) require_labels(t, &t->train, "training");
-  require_kind(t, &t->train, "training");
+  t->task = task_of(cfg->model.task);
+  t->task->check_data(&t->train, NULL, "training");
   if (t->stream_mode)
     stream_state_init(&t->stream, t->train.n_tokens, cfg->train.global_batch, cfg->data.bptt, stream_width(cfg), comm,
                       cfg->data.train);
@@ -247,8 +198,8 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,
                                   .batch_tokens = cfg->train.global_batch_tokens, .buckets = cfg->data.buckets,
                                   .num_buckets = cfg->data.num_buckets, .seed = (uint64_t)cfg->train.seed,
-                                  .shuffle = 1, .whole_sequences = t->classify,
-                                  .window_stride = t->regress ? cfg->data.target_last : 0};
+                                  .shuffle = 1};
+  t->task->sampler_options(&options, &cfg->data);
   sampler_init(&t->train_sampler, &t->train, &options);
   if (!cfg->train.global_batch_tokens && comm->size > cfg->train.global_batch)
     rnnd_input_error("config: world size %d is larger than train.global_batch = %d", comm->size,
@@ -322,11 +273,8 @@ static int next_global_batch(rnnd_trainer *t, const rnnd_piece **pieces) {
   return sampler_next_pieces(&t->train_sampler, pieces);
 }
 
-/* Packs this rank's share (pieces and, to classify, their labels). */
-static void fill_share(rnnd_trainer *t, int share) {
-  batch_fill(&t->batch, &t->train, t->share, share);
-  if (t->classify) batch_fill_labels(&t->batch, &t->train);
-}
+/* Packs this rank's share (with what the task's head needs). */
+static void fill_share(rnnd_trainer *t, int share) { t->task->fill_batch(&t->batch, &t->train, t->share, share); }
 
 /* Test hooks for the watchdog: this rank dies, or stops answering, after its
  * backward and before the gradient all-reduce the others wait in. */
@@ -342,9 +290,6 @@ static void fault_before_reduce(void *context) {
   }
 }
 
-/* Rows of a piece that count in the loss (a forecaster's windows score their last rows). */
-static int64_t scored_rows(const rnnd_piece *p) { return p->scored ? p->scored : p->length; }
-
 /* This rank's share of the next global batch into t->share; returns its
  * size and the global batch's target count in st. */
 static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
@@ -359,11 +304,7 @@ static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   int share = dealer_deal(&t->dealer, pieces, count, t->comm->rank, t->share);
   st->imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
-  st->examples = t->classify ? count : st->tokens;
-  if (t->regress) {
-    st->examples = 0;
-    for (int i = 0; i < count; i++) st->examples += scored_rows(&pieces[i]);
-  }
+  st->examples = t->task->examples_of_pieces(pieces, count, st->tokens);
   return share;
 }
 
@@ -455,164 +396,23 @@ static void check_replicas(rnnd_trainer *t) {
   free(sums);
 }
 
-/* --- reporting ---------------------------------------------------------- */
-
-rnnd_memory trainer_memory(const rnnd_trainer *t) {
-  rnnd_memory m;
-  step_memory(t->stepper, &m);
-  return m;
-}
-
-/* What the step holds where it computes: the host total, or the GPU's. */
-static size_t memory_bytes(const rnnd_trainer *t) { return trainer_memory(t).held; }
-
-/* Sums over the steps of one log interval. */
-typedef struct {
-  double nll;
-  int64_t tokens, examples;
-  rnnd_head_stats head;
-  double start;
-  double imbalance, compute_s, comm_s;
-  int steps, skipped;
-} interval;
-
-static void interval_add(interval *iv, const rnnd_step_stats *st) {
-  iv->nll += st->nll;
-  iv->tokens += st->tokens;
-  iv->examples += st->examples;
-  iv->head.correct += st->head.correct;
-  iv->head.sq_error += st->head.sq_error;
-  iv->head.values += st->head.values;
-  iv->imbalance += st->imbalance;
-  iv->compute_s += st->compute_s;
-  iv->comm_s += st->comm_s;
-  iv->steps++;
-  iv->skipped += st->skipped;
-}
-
-#define HISTOGRAM_BINS 32
-
-/* Rank 0: histograms of every gate of every layer over its share of the step. */
-static void record_histograms(rnnd_trainer *t) {
-  static const char *const gru_gates[] = {"r", "z", "n"}, *const lstm_gates[] = {"i", "f", "g", "o"};
-  const rnnd_model_shape *s = &t->layout.shape;
-  if (t->comm->rank != 0 || !t->cfg->metrics.hist_every || t->step % t->cfg->metrics.hist_every) return;
-  if (!t->backend->ops->gate_histogram) return; /* a backend that cannot see its gates (CUDA) */
-  int gates = t->layout.gates, series = s->layers * gates;
-  int64_t *counts = RNND_ALLOC(int64_t, (size_t)series * HISTOGRAM_BINS, "gate histograms");
-  for (int k = 0; k < series; k++)
-    t->backend->ops->gate_histogram(t->backend, k / gates, k % gates, HISTOGRAM_BINS,
-                                    counts + (size_t)k * HISTOGRAM_BINS);
-  metrics_add_histograms(&t->metrics, t->step, s->layers, gates, s->cell == RNND_CELL_LSTM ? lstm_gates : gru_gates,
-                         HISTOGRAM_BINS, counts);
-  free(counts);
-}
-
-static void record_step(rnnd_trainer *t, const rnnd_step_stats *st) {
-  rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = st->nll / (double)st->examples,
-                           .tokens = st->tokens, .lr = st->lr, .grad_norm = st->grad_norm,
-                           .imbalance = st->imbalance, .compute_s = st->compute_s, .comm_s = st->comm_s,
-                           .elapsed_s = rnnd_now() - t->start_time, .loss_scale = st->loss_scale,
-                           .skipped = st->skipped, .growth_tracker = t->scaler.growth_tracker,
-                           .underflow = st->underflow, .ppl = exp(st->nll / (double)st->examples),
-                           .tokens_per_s = (double)st->tokens / st->step_s, .param_norm = st->param_norm,
-                           .update_ratio = st->update_ratio, .memory_bytes = (int64_t)memory_bytes(t),
-                           .accuracy = t->classify ? (double)st->head.correct / (double)st->examples : NAN,
-                           .rmse = t->regress ? sqrt(st->head.sq_error / (double)st->head.values) : NAN};
-  metrics_add_step(&t->metrics, &row);
-}
-
-/* tok/s is the whole job's; imbalance is the mean over the interval's steps
- * of max/mean tokens per rank; comm is rank 0's share of step time spent in
- * the gradient all-reduce (waiting for slower ranks included). */
-static void log_progress(rnnd_trainer *t, interval *iv, const rnnd_step_stats *st) {
-  double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
-  double loss = iv->nll / (double)iv->examples;
-  char quality[48];
-  if (t->classify) snprintf(quality, sizeof quality, "acc %.4f", (double)iv->head.correct / (double)iv->examples);
-  else if (t->regress) snprintf(quality, sizeof quality, "rmse %.5g", sqrt(iv->head.sq_error / (double)iv->head.values));
-  else snprintf(quality, sizeof quality, "ppl %9.2f", exp(loss));
-  double eta = elapsed / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
-  double busy = iv->compute_s + iv->comm_s;
-  char elapsed_text[32], eta_text[32], amp_text[96] = "";
-  format_duration(elapsed_text, sizeof elapsed_text, elapsed);
-  format_duration(eta_text, sizeof eta_text, eta);
-  if (t->scaler.dynamic || iv->skipped || t->scaler.skipped)
-    snprintf(amp_text, sizeof amp_text, "scale %.0f (%ld ok) | skipped %d (%lld in all) | ", t->scaler.scale,
-             t->scaler.growth_tracker, iv->skipped, (long long)t->scaler.skipped);
-  trainer_log(t,
-              "step %6lld/%lld | epoch %lld | loss %.4f | %s | %8.0f tok/s | lr %.3e | gnorm %7.3f | "
-              "%simbal %.3f | comm %4.1f%% | mem %.0f MiB | %s elapsed | ETA %s\n",
-              (long long)t->step, (long long)t->total_steps, (long long)t->epoch, loss, quality,
-              (double)iv->tokens / seconds, st->lr, st->grad_norm, amp_text, iv->imbalance / iv->steps,
-              busy > 0 ? 100.0 * iv->comm_s / busy : 0.0, (double)memory_bytes(t) / 1048576.0, elapsed_text,
-              eta_text);
-  metrics_flush(&t->metrics);
-  *iv = (interval){.start = now};
-}
-
-static double report_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
+/* Evaluates a split with the weights the step computes with; returns its loss. */
+static double run_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
   double start = rnnd_now();
-  rnnd_eval_result r =
-      t->stream_mode
-          ? evaluate_stream(t->backend, t->stepper->compute_params, &set->data, &set->stream, &t->batch, t->share,
-                            t->comm)
-          : evaluate_dataset(t->backend, t->stepper->compute_params, &set->data, &set->sampler, &t->batch, t->comm);
-  double loss = r.nll_sum / (double)r.tokens, accuracy = (double)r.head.correct / (double)r.tokens;
-  double rmse = sqrt(r.head.sq_error / (double)r.head.values), mae = r.head.abs_error / (double)r.head.values;
-  if (!strcmp(role, "valid") && loss < t->best_valid_loss) t->best_valid_loss = loss;
-  rnnd_eval_metrics row = {t->step, loss, exp(loss), r.tokens, t->classify ? accuracy : NAN,
-                           t->regress ? rmse : NAN, t->regress ? mae : NAN};
-  set->accuracy = accuracy;
-  set->rmse = rmse;
-  set->mae = mae;
-  metrics_add_eval(&t->metrics, !strcmp(role, "test"), &row);
-  if (t->regress)
-    trainer_log(t, "%s step %lld | loss %.5f | rmse %.5g | mae %.5g | steps %lld | %.1f s\n", role,
-                (long long)t->step, loss, rmse, mae, (long long)r.tokens, rnnd_now() - start);
-  else if (t->classify)
-    trainer_log(t, "%s step %lld | loss %.4f | acc %.4f | sequences %lld | %.1f s\n", role, (long long)t->step,
-                loss, accuracy, (long long)r.tokens, rnnd_now() - start);
-  else
-    trainer_log(t, "%s step %lld | loss %.4f | ppl %.2f | tokens %lld | %.1f s\n", role, (long long)t->step, loss,
-                exp(loss), (long long)r.tokens, rnnd_now() - start);
-  return loss;
+  const float *weights = t->stepper->compute_params;
+  rnnd_eval_result r = t->stream_mode ? evaluate_stream(t->backend, t->task, weights, &set->data, &set->stream,
+                                                        &t->batch, t->share, t->comm)
+                                      : evaluate_dataset(t->backend, t->task, weights, &set->data, &set->sampler,
+                                                         &t->batch, t->comm);
+  set->quality = t->task->quality(r.nll_sum, r.tokens, &r.head);
+  if (!strcmp(role, "valid") && set->quality.loss < t->best_valid_loss) t->best_valid_loss = set->quality.loss;
+  report_eval(t, set, role, &r, rnnd_now() - start);
+  return set->quality.loss;
 }
 
 static void save_model(rnnd_trainer *t) {
   step_store(t->stepper);
   if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len);
-}
-
-static void print_header(rnnd_trainer *t) {
-  const rnnd_model_shape *s = &t->layout.shape;
-  const char *core, *advice = cpu_blas_advice(&core);
-  trainer_log(t, "rnn_dist: %s, %d layer%s, embed %d, hidden %d%s%s, vocab %d, %zu parameters\n",
-              model_cell_name(s->cell), s->layers, s->layers > 1 ? "s" : "", s->embed, s->hidden,
-              s->directions == 2 ? ", bidirectional" : "", s->tie_weights ? ", tied" : "", s->vocab_size,
-              t->layout.numel);
-  if (t->stream_mode)
-    trainer_log(t, "rnn_dist: train %s: %lld tokens as %lld streams of %lld, %lld windows of <= %d steps an epoch "
-                "(state carried)\n", t->train.path, (long long)t->train.n_tokens, (long long)t->stream.plan.n_streams,
-                (long long)t->stream.plan.base_length, (long long)t->stream.plan.n_windows, t->cfg->data.bptt);
-  else
-    trainer_log(t, "rnn_dist: train %s: %lld sequences, %lld tokens, %lld pieces (max_len %d) in %lld batches of <= %d\n",
-                t->train.path, (long long)t->train.n_sequences, (long long)t->train.n_tokens,
-                (long long)t->train_sampler.n_pieces, t->cfg->data.max_len, (long long)t->train_sampler.n_batches,
-                t->cfg->train.global_batch);
-  if (t->device.cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device.name);
-  trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
-              core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
-              rnnd_dtype_name(t->precision), t->scaler.dynamic ? " with dynamic loss scaling" : "");
-  if (t->comm->size > 1) {
-    rnnd_dtype wire = (rnnd_dtype)t->cfg->comm.grad_dtype;
-    size_t per_bucket = grad_sync_bucket_elems(t->layout.numel, t->cfg->comm.bucket_mb, wire);
-    long buckets = (long)((t->layout.numel + per_bucket - 1) / per_bucket);
-    trainer_log(t, "rnn_dist: gradients all-reduced in %ld bucket%s of <= %.3g MiB, %s on the wire; replica check "
-                "every %ld steps\n", buckets, buckets > 1 ? "s" : "", t->cfg->comm.bucket_mb, rnnd_dtype_name(wire),
-                t->cfg->comm.check_every);
-  }
-  if (advice) rnnd_warn0("%s", advice);
 }
 
 typedef enum { KEEP_GOING = 0, TIME_IS_UP = 1, PREEMPTED = 2 } stop_reason;
@@ -704,31 +504,29 @@ static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
 
 int trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
-  print_header(t);
+  report_header(t);
   t->start_time = rnnd_now();
   t->start_step = t->step;
   t->start_tokens = t->tokens_seen;
-  interval iv = {.start = t->start_time};
+  rnnd_interval iv = {.start = t->start_time};
   rnnd_step_stats st = {0};
-  double valid_loss = NAN;
-  int64_t valid_step = -1; /* step of valid_loss, so the end does not repeat it */
+  int64_t valid_step = -1; /* step of the last validation, so the end does not repeat it */
   stop_reason stop = KEEP_GOING;
   while (t->step < t->total_steps && (stop = should_stop(t)) == KEEP_GOING) {
     st = trainer_train_step(t);
-    interval_add(&iv, &st);
-    record_step(t, &st);
+    report_step(t, &iv, &st);
     if (st.skipped && !t->scaler.dynamic) return stop_on_nonfinite(t, &st);
-    record_histograms(t);
+    report_histograms(t);
     check_replicas(t);
-    if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) log_progress(t, &iv, &st);
+    if (t->step % cfg->train.log_every == 0 || t->step == t->total_steps) report_progress(t, &iv, &st);
     if (cfg->train.eval_every && t->step % cfg->train.eval_every == 0 && t->valid.present) {
-      valid_loss = report_eval(t, &t->valid, "valid");
+      run_eval(t, &t->valid, "valid");
       valid_step = t->step;
     }
     if (cfg->output.save_every && t->step % cfg->output.save_every == 0) save_model(t);
     if (cfg->output.checkpoint_every && t->step % cfg->output.checkpoint_every == 0) save_checkpoint(t);
   }
-  if (iv.tokens) log_progress(t, &iv, &st);
+  if (iv.tokens) report_progress(t, &iv, &st);
   if (stop == PREEMPTED) {
     trainer_log(t, "preempted: every rank stopped after step %lld; checkpointing and exiting with code %d\n",
                 (long long)t->step, cfg->output.preempt_exit_code);
@@ -739,34 +537,8 @@ int trainer_run(rnnd_trainer *t) {
   save_checkpoint(t);
   double train_seconds = rnnd_now() - t->start_time;
   save_model(t);
-  if (t->valid.present && valid_step != t->step) valid_loss = report_eval(t, &t->valid, "valid");
-  double test_loss = t->test.present ? report_eval(t, &t->test, "test") : NAN;
-  char took[32];
-  format_duration(took, sizeof took, train_seconds);
-  trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), peak memory %.0f MiB\n", (long long)t->step,
-              (long long)t->tokens_seen, took, (double)(t->tokens_seen - t->start_tokens) / train_seconds,
-              (double)memory_bytes(t) / 1048576.0);
-  rnnd_memory m = trainer_memory(t);
-  trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
-              "workspace %.1f (grew %lld time%s)\n", m.weights / 1048576.0, m.gradients / 1048576.0,
-              m.optimizer / 1048576.0, m.activations / 1048576.0, rnnd_dtype_name(t->precision),
-              m.workspace / 1048576.0, (long long)m.workspace_growths, m.workspace_growths == 1 ? "" : "s");
-  if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
-    trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
-                rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);
-  if (t->regress) {
-    if (t->valid.present)
-      trainer_log(t, "summary: valid mse %.5f rmse %.5g mae %.5g\n", valid_loss, t->valid.rmse, t->valid.mae);
-    if (t->test.present)
-      trainer_log(t, "summary: test mse %.5f rmse %.5g mae %.5g\n", test_loss, t->test.rmse, t->test.mae);
-  } else if (t->classify) {
-    if (t->valid.present) trainer_log(t, "summary: valid loss %.4f acc %.4f\n", valid_loss, t->valid.accuracy);
-    if (t->test.present) trainer_log(t, "summary: test loss %.4f acc %.4f\n", test_loss, t->test.accuracy);
-  } else {
-    if (t->valid.present) trainer_log(t, "summary: valid ppl %.2f\n", exp(valid_loss));
-    if (t->test.present) trainer_log(t, "summary: test ppl %.2f\n", exp(test_loss));
-  }
-  trainer_log(t, "summary: model %s, log %s/train.log, metrics %s, config %s/config.ini\n", t->model_path,
-              cfg->output.dir, t->metrics.path, cfg->output.dir);
+  if (t->valid.present && valid_step != t->step) run_eval(t, &t->valid, "valid");
+  if (t->test.present) run_eval(t, &t->test, "test");
+  report_summary(t, train_seconds);
   return 0;
 }

@@ -10,9 +10,10 @@
  * input, output and their gradients) is rounded to the 16-bit format, so
  * the run overflows and underflows where a GPU run in that format would.
  *
- * The heads other than the full softmax (adaptive softmax, classifier,
- * forecaster) are in cpu_heads.c; the state both files share is
- * cpu_internal.h. */
+ * What sits on the layers (the full or adaptive softmax decoder, the
+ * classifier, the forecaster, and the first layer's input) is in
+ * cpu_heads.c, called through the tables chosen at creation; the state
+ * both files share is cpu_internal.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,6 @@
 #include "rnnd/common.h"
 #include "rnnd/half.h"
 #include "rnnd/rng.h"
-
-static float *take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
-  size_t bytes = (size_t)(rows * cols) * sizeof(float);
-  if (activation) cb->activation_bytes += bytes;
-  else cb->workspace_bytes += bytes;
-  return rnnd_malloc(bytes, "CPU backend buffer");
-}
 
 static int input_width(const cpu_backend *cb, int layer) { return layer == 0 ? cb->embed : cb->top; }
 
@@ -85,27 +79,12 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
   }
 }
 
-/* The first layer's input: embedding rows, or (regress) the input
- * projection of the series values. */
-static void layer_input(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
-  const rnnd_layout *l = cb->base.layout;
-  if (cb->regress) {
-    fill_rows(x0, b->n_tokens, cb->embed, params + l->input_bias);
-    gemm_nt_par((int)b->n_tokens, cb->embed, cb->n_features, b->series_in, cb->n_features, params + l->input_weight,
-                cb->n_features, x0, cb->embed, 1.0f);
-    return;
-  }
-  const float *embedding = params + l->embedding_weight;
-  for (int64_t r = 0; r < b->n_tokens; r++)
-    memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
-}
-
 /* Runs embedding and all layers; returns the decoder input. in[l] records
  * which buffer fed layer l (own buffer with dropout, else the output before). */
 static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
                                    const rnnd_dropout *dr, const float **in) {
   float *x0 = cb->layer_in[0];
-  layer_input(cb, params, b, x0);
+  cb->input->forward(cb, params, b, x0);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x0, x0, cb->embed, b, dr, 0);
   in[0] = x0;
@@ -126,110 +105,13 @@ static const float *forward_layers(cpu_backend *cb, const float *params, const r
   return in[cb->layers];
 }
 
-/* --- decoder + softmax cross-entropy ------------------------------------ */
-
-/* Logits without the bias, which softmax_chunk adds while the row is hot. */
-static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int rows) {
-  gemm_nt_par(rows, cb->vocab, cb->top, y, cb->top, params + cb->base.layout->decoder_weight, cb->top, cb->logits,
-          cb->vocab, 0.0f);
-}
-
-/* One chunk of softmax rows. Training turns each row into
- * weight * (softmax - onehot(target)), the gradient of the loss, and adds
- * the chunk's rows into its own bias-gradient partial while they are in cache. */
-static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *targets, int first, int rows,
-                          float weight, float *bias_partial) {
-  const int V = cb->vocab;
-  for (int i = first; i < first + rows; i++) {
-    float *row = cb->logits + (int64_t)i * V, sum;
-    for (int j = 0; j < V; j++) row[j] += bias[j];
-    cb->row_nll[i] = softmax_row(row, V, targets[i], &sum);
-    if (weight <= 0.0f) continue;
-    float scale = weight / sum;
-    for (int j = 0; j < V; j++) row[j] *= scale;
-    row[targets[i]] -= weight;
-    for (int j = 0; j < V; j++) bias_partial[j] += row[j];
-  }
-}
-
-/* Softmax (and, with weight > 0, its gradient) of a block of logits rows.
- * Chunks of rows are fixed, and their losses and bias partials are summed in
- * chunk order, so the results do not depend on the thread count. */
-static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, const int32_t *targets, int rows,
-                            float weight) {
-  const int V = cb->vocab, chunks = (rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS;
-  if (weight > 0.0f) memset(cb->bias_partials, 0, (size_t)chunks * V * sizeof(float));
-#pragma omp parallel for schedule(static)
-  for (int c = 0; c < chunks; c++) {
-    int first = c * SOFTMAX_CHUNK_ROWS, n = rows - first < SOFTMAX_CHUNK_ROWS ? rows - first : SOFTMAX_CHUNK_ROWS;
-    softmax_chunk(cb, bias, targets, first, n, weight, cb->bias_partials + (int64_t)c * V);
-  }
-  if (weight > 0.0f)
-    for (int c = 0; c < chunks; c++)
-      for (int j = 0; j < V; j++) gbias[j] += cb->bias_partials[(int64_t)c * V + j];
-  double nll = 0.0;
-  for (int i = 0; i < rows; i++) nll += cb->row_nll[i];
-  return nll;
-}
-
-/* Forward and backward of decoder + loss; writes dL/dy into dy. */
-static double decoder_train(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
-                            const rnnd_batch *b, float weight) {
-  if (cb->classify) return cpu_classifier(cb, params, grads, b, dy, weight);
-  if (cb->regress) return cpu_regression_head(cb, params, grads, y, dy, b, weight);
-  if (cb->head_size) return cpu_adaptive_decoder(cb, params, grads, y, dy, b, weight);
-  const rnnd_layout *l = cb->base.layout;
-  const int V = cb->vocab, top = cb->top;
-  double nll = 0.0;
-  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
-    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
-    decoder_logits(cb, params, y + r0 * top, rows);
-    nll += softmax_block(cb, params + l->decoder_bias, grads + l->decoder_bias, b->targets + r0, rows, weight);
-    gemm_tn_par(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
-    gemm_nn_par(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
-  }
-  return nll;
-}
-
-static double decoder_eval(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b) {
-  if (cb->classify) return cpu_classifier(cb, params, NULL, b, NULL, 0.0f);
-  if (cb->regress) return cpu_regression_head(cb, params, NULL, y, NULL, b, 0.0f);
-  if (cb->head_size) return cpu_adaptive_decoder(cb, params, NULL, y, NULL, b, 0.0f);
-  double nll = 0.0;
-  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
-    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
-    decoder_logits(cb, params, y + r0 * cb->top, rows);
-    nll += softmax_block(cb, params + cb->base.layout->decoder_bias, NULL, b->targets + r0, rows, 0.0f);
-  }
-  return nll;
-}
-
 /* --- backward ----------------------------------------------------------- */
-
-/* Scatter-adds dL/d(embedded input) into the embedding rows it came from
- * (regress: the input projection's weight and bias gradients). */
-static void add_embedding_gradient(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
-  const rnnd_layout *l = cb->base.layout;
-  if (cb->regress) {
-    gemm_tn_par(cb->embed, cb->n_features, (int)b->n_tokens, d_x, cb->embed, b->series_in, cb->n_features,
-                grads + l->input_weight, cb->n_features, 1.0f);
-    add_column_sums(grads + l->input_bias, d_x, b->n_tokens, cb->embed);
-    return;
-  }
-  float *g_embedding = grads + l->embedding_weight;
-  for (int64_t r = 0; r < b->n_tokens; r++) {
-    float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
-    const float *src = d_x + r * cb->embed;
-    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
-  }
-}
 
 static void backward_layers(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
                             const rnnd_dropout *dr, const float **in) {
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b;
-  /* the classifier reads the top layer before the decoder's dropout */
-  if (use_dropout && !cb->classify) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
+  if (use_dropout && !cb->head->reads_before_dropout) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
   for (int l = cb->layers - 1; l >= 0; l--) {
     int width = input_width(cb, l);
     for (int dir = 0; dir < cb->directions; dir++) {
@@ -243,7 +125,7 @@ static void backward_layers(cpu_backend *cb, const float *params, float *grads, 
     d_out = d_in;
     d_in = swap;
   }
-  add_embedding_gradient(cb, grads, b, d_out);
+  cb->input->backward(cb, grads, b, d_out);
 }
 
 /* --- 16-bit storage ----------------------------------------------------- */
@@ -269,7 +151,7 @@ static const float *forward_layers16(cpu_backend *cb, const float *params, const
                                      const rnnd_dropout *dr) {
   const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
   float *x = cb->layer_in[0], *out = cb->layer_out[0];
-  layer_input(cb, params, b, x);
+  cb->input->forward(cb, params, b, x);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x, x, cb->embed, b, dr, 0);
   store16(cb, cb->in16[0], x, T * cb->embed);
@@ -298,7 +180,7 @@ static void backward_layers16(cpu_backend *cb, const float *params, float *grads
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b, *x = cb->layer_in[0], *out = cb->layer_out[0];
   round16(cb, d_out, T * cb->top);
-  if (use_dropout && !cb->classify) {
+  if (use_dropout && !cb->head->reads_before_dropout) {
     dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
     round16(cb, d_out, T * cb->top);
   }
@@ -323,7 +205,7 @@ static void backward_layers16(cpu_backend *cb, const float *params, float *grads
     d_out = d_in;
     d_in = swap;
   }
-  add_embedding_gradient(cb, grads, b, d_out);
+  cb->input->backward(cb, grads, b, d_out);
 }
 
 /* --- ops ---------------------------------------------------------------- */
@@ -340,13 +222,13 @@ static double train_whole(cpu_backend *cb, const float *params, float *grads, co
                           const rnnd_dropout *dr, float loss_weight) {
   if (cb->storage != RNND_DTYPE_F32) {
     const float *y = forward_layers16(cb, params, b, dr);
-    double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
+    double nll = cb->head->loss(cb, params, grads, y, cb->grad_a, b, loss_weight);
     backward_layers16(cb, params, grads, b, dr);
     return nll;
   }
   const float *in[RNND_MAX_LAYERS + 1];
   const float *y = forward_layers(cb, params, b, dr, in);
-  double nll = decoder_train(cb, params, grads, y, cb->grad_a, b, loss_weight);
+  double nll = cb->head->loss(cb, params, grads, y, cb->grad_a, b, loss_weight);
   backward_layers(cb, params, grads, b, dr, in);
   return nll;
 }
@@ -464,7 +346,7 @@ static double eval_segmented(cpu_backend *cb, const float *params, const rnnd_ba
     int t1 = segment_end(cb, b, s);
     batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
     link_segment(cb, s, 0, 0);
-    nll += decoder_eval(cb, params, forward_only(cb, params, &view, NULL), &view);
+    nll += cb->head->loss(cb, params, NULL, forward_only(cb, params, &view, NULL), NULL, &view, 0.0f);
     if (s + 1 < segments) keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
     else keep_stream_end(cb, &view);
   }
@@ -477,7 +359,7 @@ static double run_whole(cpu_backend *cb, const float *params, float *grads, cons
                         const rnnd_dropout *dr, float loss_weight) {
   link_segment(cb, 0, 0, 0);
   double nll = grads ? train_whole(cb, params, grads, b, dr, loss_weight)
-                     : decoder_eval(cb, params, forward_only(cb, params, b, NULL), b);
+                     : cb->head->loss(cb, params, NULL, forward_only(cb, params, b, NULL), NULL, b, 0.0f);
   keep_stream_end(cb, b);
   return nll;
 }
@@ -615,22 +497,16 @@ static const rnnd_backend_ops cpu_ops = {
     .workspace_growths = NULL, /* sized once for the capacity */
 };
 
-static uint16_t *take16(cpu_backend *cb, int64_t rows, int64_t cols) {
-  size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
-  cb->activation_bytes += bytes;
-  return rnnd_malloc(bytes, "CPU backend 16-bit activations");
-}
-
 /* Every layer's activations in fp32 (the reference path). */
 static void allocate_fp32_activations(cpu_backend *cb) {
   const int64_t T = cb->rows, GH = (int64_t)cb->gates * cb->hidden;
-  cb->layer_in[0] = take(cb, T, cb->embed, 1);
+  cb->layer_in[0] = cpu_take(cb, T, cb->embed, 1);
   for (int l = 0; l < cb->layers; l++) {
-    cb->layer_in[l + 1] = take(cb, T, cb->top, 1);
-    cb->layer_out[l] = take(cb, T, cb->top, 1);
+    cb->layer_in[l + 1] = cpu_take(cb, T, cb->top, 1);
+    cb->layer_out[l] = cpu_take(cb, T, cb->top, 1);
     for (int d = 0; d < cb->directions; d++) {
-      cb->saved[l][d].gates = take(cb, T, GH, 1);
-      cb->saved[l][d].extra = take(cb, T, cb->hidden, 1);
+      cb->saved[l][d].gates = cpu_take(cb, T, GH, 1);
+      cb->saved[l][d].extra = cpu_take(cb, T, cb->hidden, 1);
     }
   }
 }
@@ -638,39 +514,21 @@ static void allocate_fp32_activations(cpu_backend *cb) {
 /* The same activations in 16 bits, plus one layer's fp32 workspace. */
 static void allocate_16bit_activations(cpu_backend *cb) {
   const int64_t T = cb->rows, GH = (int64_t)cb->gates * cb->hidden;
-  cb->in16[0] = take16(cb, T, cb->embed);
+  cb->in16[0] = cpu_take16(cb, T, cb->embed);
   for (int l = 0; l < cb->layers; l++) {
-    cb->in16[l + 1] = take16(cb, T, cb->top);
-    cb->out16[l] = take16(cb, T, cb->top);
+    cb->in16[l + 1] = cpu_take16(cb, T, cb->top);
+    cb->out16[l] = cpu_take16(cb, T, cb->top);
     for (int d = 0; d < cb->directions; d++) {
-      cb->gates16[l][d] = take16(cb, T, GH);
-      cb->extra16[l][d] = take16(cb, T, cb->hidden);
+      cb->gates16[l][d] = cpu_take16(cb, T, GH);
+      cb->extra16[l][d] = cpu_take16(cb, T, cb->hidden);
     }
   }
-  cb->layer_in[0] = take(cb, T, cb->embed > cb->top ? cb->embed : cb->top, 0);
-  cb->layer_out[0] = take(cb, T, cb->top, 0);
+  cb->layer_in[0] = cpu_take(cb, T, cb->embed > cb->top ? cb->embed : cb->top, 0);
+  cb->layer_out[0] = cpu_take(cb, T, cb->top, 0);
   for (int d = 0; d < cb->directions; d++) {
-    cb->saved[0][d].gates = take(cb, T, GH, 0);
-    cb->saved[0][d].extra = take(cb, T, cb->hidden, 0);
+    cb->saved[0][d].gates = cpu_take(cb, T, GH, 0);
+    cb->saved[0][d].extra = cpu_take(cb, T, cb->hidden, 0);
   }
-}
-
-/* The adaptive decoder's per-cluster buffers (the head uses `logits`). */
-static void allocate_adaptive(cpu_backend *cb) {
-  const rnnd_model_shape *s = &cb->base.layout->shape;
-  const int rows = cb->decoder_rows;
-  cb->head_size = s->cutoffs[0] + s->n_clusters;
-  for (int c = 0; c < s->n_clusters; c++) {
-    int size = s->cutoffs[c + 1] - s->cutoffs[c];
-    if (size > cb->widest_cluster) cb->widest_cluster = size;
-    if (s->tail_hidden[c] > cb->widest_tail) cb->widest_tail = s->tail_hidden[c];
-  }
-  cb->tail_rows = RNND_ALLOC(int32_t, rows, "adaptive rows");
-  cb->tail_y = take(cb, rows, cb->top, 0);
-  cb->tail_dy = take(cb, rows, cb->top, 0);
-  cb->tail_p = take(cb, rows, cb->widest_tail, 0);
-  cb->tail_dp = take(cb, rows, cb->widest_tail, 0);
-  cb->tail_logits = take(cb, rows, cb->widest_cluster, 0);
 }
 
 /* The states kept at segment starts count as activations: they are what
@@ -680,11 +538,11 @@ static void allocate_segment_states(cpu_backend *cb) {
   const int lstm = cb->base.layout->shape.cell == RNND_CELL_LSTM;
   cb->segment_offsets = RNND_ALLOC(int64_t, cb->segment + 1, "segment offsets");
   for (int l = 0; l < cb->layers; l++) {
-    cb->boundary_h[l] = take(cb, segments * B, cb->hidden, 1);
-    cb->carry_dh[l] = take(cb, B, cb->hidden, 0);
+    cb->boundary_h[l] = cpu_take(cb, segments * B, cb->hidden, 1);
+    cb->carry_dh[l] = cpu_take(cb, B, cb->hidden, 0);
     if (!lstm) continue;
-    cb->boundary_c[l] = take(cb, segments * B, cb->hidden, 1);
-    cb->carry_dc[l] = take(cb, B, cb->hidden, 0);
+    cb->boundary_c[l] = cpu_take(cb, segments * B, cb->hidden, 1);
+    cb->carry_dc[l] = cpu_take(cb, B, cb->hidden, 0);
   }
 }
 
@@ -693,37 +551,18 @@ static void allocate_buffers(cpu_backend *cb) {
   if (cb->storage == RNND_DTYPE_F32) allocate_fp32_activations(cb);
   else allocate_16bit_activations(cb);
   cpu_rnn_scratch *s = &cb->scratch;
-  s->step_gates = take(cb, B, GH, 0);
-  s->carry_h = take(cb, B, cb->hidden, 0);
-  s->carry_c = take(cb, B, cb->hidden, 0);
-  s->d_gates_ih = take(cb, T, GH, 0);
-  s->d_gates_hh = take(cb, T, GH, 0);
-  s->h_prev = take(cb, T, cb->hidden, 0);
+  s->step_gates = cpu_take(cb, B, GH, 0);
+  s->carry_h = cpu_take(cb, B, cb->hidden, 0);
+  s->carry_c = cpu_take(cb, B, cb->hidden, 0);
+  s->d_gates_ih = cpu_take(cb, T, GH, 0);
+  s->d_gates_hh = cpu_take(cb, T, GH, 0);
+  s->h_prev = cpu_take(cb, T, cb->hidden, 0);
   s->zeros = RNND_ALLOC(float, cb->hidden, "zero state");
-  s->sink = take(cb, B, cb->hidden, 0);
+  s->sink = cpu_take(cb, B, cb->hidden, 0);
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
-  cb->grad_a = take(cb, T, widest, 0);
-  cb->grad_b = take(cb, T, widest, 0);
-  if (cb->regress) {
-    cb->prediction = take(cb, T, cb->n_features, 0);
-    if (cb->segment) allocate_segment_states(cb);
-    return; /* no vocabulary decoder */
-  }
-  if (cb->classify) {
-    cb->features = take(cb, B, cb->top, 0);
-    cb->d_features = take(cb, B, cb->top, 0);
-    cb->class_logits = take(cb, B, cb->n_classes, 0);
-    cb->class_pieces = RNND_ALLOC(int32_t, B, "classifier pieces");
-    if (cb->segment) allocate_segment_states(cb);
-    return; /* no vocabulary decoder */
-  }
-  cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
-  if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
-  if (cb->decoder_rows > T) cb->decoder_rows = (int)T;
-  cb->logits = take(cb, cb->decoder_rows, cb->vocab, 0);
-  cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
-  cb->bias_partials = take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
-  if (cb->base.layout->shape.decoder == RNND_DECODER_ADAPTIVE) allocate_adaptive(cb);
+  cb->grad_a = cpu_take(cb, T, widest, 0);
+  cb->grad_b = cpu_take(cb, T, widest, 0);
+  cb->head->allocate(cb);
   if (cb->segment) allocate_segment_states(cb);
 }
 
@@ -741,9 +580,9 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
   cb->top = s->hidden * s->directions;
   cb->gates = layout->gates;
   cb->storage = cap->storage;
-  cb->classify = s->task == RNND_TASK_CLASSIFY;
+  cb->head = cpu_head_for(s);
+  cb->input = cpu_input_for(s);
   cb->n_classes = s->n_classes;
-  cb->regress = s->task == RNND_TASK_REGRESS;
   cb->n_features = s->n_features;
   cb->rows = cap->max_tokens;
   if (cap->bptt_segment > 0 && cap->bptt_segment < cap->max_steps) {

@@ -1,8 +1,10 @@
-/* cpu_heads.c — the CPU backend's heads other than the full softmax: the
- * adaptive softmax (torch.nn.AdaptiveLogSoftmaxWithLoss), the classifier
- * on each piece's final hidden state (model.task = classify) and the
- * next-step forecaster (model.task = regress). Buffers are cpu_backend.c's
- * (cpu_internal.h). */
+/* cpu_heads.c — what the CPU backend puts on its layers, as the tables of
+ * cpu_internal.h: the heads (the full softmax decoder with fused
+ * cross-entropy, the adaptive softmax as torch.nn.AdaptiveLogSoftmaxWithLoss,
+ * the classifier on each piece's final hidden state for model.task =
+ * classify, the next-step forecaster for model.task = regress) and the first
+ * layer's input (the embedding, or the forecaster's input projection). Each
+ * head takes its buffers with cpu_take; cpu_backend.c frees them. */
 #include <math.h>
 #include <string.h>
 
@@ -10,6 +12,82 @@
 #include "cpu_internal.h"
 #include "cpu_math.h"
 #include "rnnd/common.h"
+
+/* --- the full softmax decoder ---------------------------------------------- */
+
+/* Logits without the bias, which softmax_chunk adds while the row is hot. */
+static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int rows) {
+  gemm_nt_par(rows, cb->vocab, cb->top, y, cb->top, params + cb->base.layout->decoder_weight, cb->top, cb->logits,
+          cb->vocab, 0.0f);
+}
+
+/* One chunk of softmax rows. Training turns each row into
+ * weight * (softmax - onehot(target)), the gradient of the loss, and adds
+ * the chunk's rows into its own bias-gradient partial while they are in cache. */
+static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *targets, int first, int rows,
+                          float weight, float *bias_partial) {
+  const int V = cb->vocab;
+  for (int i = first; i < first + rows; i++) {
+    float *row = cb->logits + (int64_t)i * V, sum;
+    for (int j = 0; j < V; j++) row[j] += bias[j];
+    cb->row_nll[i] = softmax_row(row, V, targets[i], &sum);
+    if (weight <= 0.0f) continue;
+    float scale = weight / sum;
+    for (int j = 0; j < V; j++) row[j] *= scale;
+    row[targets[i]] -= weight;
+    for (int j = 0; j < V; j++) bias_partial[j] += row[j];
+  }
+}
+
+/* Softmax (and, with weight > 0, its gradient) of a block of logits rows.
+ * Chunks of rows are fixed, and their losses and bias partials are summed in
+ * chunk order, so the results do not depend on the thread count. */
+static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, const int32_t *targets, int rows,
+                            float weight) {
+  const int V = cb->vocab, chunks = (rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS;
+  if (weight > 0.0f) memset(cb->bias_partials, 0, (size_t)chunks * V * sizeof(float));
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < chunks; c++) {
+    int first = c * SOFTMAX_CHUNK_ROWS, n = rows - first < SOFTMAX_CHUNK_ROWS ? rows - first : SOFTMAX_CHUNK_ROWS;
+    softmax_chunk(cb, bias, targets, first, n, weight, cb->bias_partials + (int64_t)c * V);
+  }
+  if (weight > 0.0f)
+    for (int c = 0; c < chunks; c++)
+      for (int j = 0; j < V; j++) gbias[j] += cb->bias_partials[(int64_t)c * V + j];
+  double nll = 0.0;
+  for (int i = 0; i < rows; i++) nll += cb->row_nll[i];
+  return nll;
+}
+
+/* Decoder + softmax cross-entropy a block of rows at a time (the logits
+ * never exist in full); with grads also its backward, dL/dy into dy. */
+static double softmax_loss(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+                           const rnnd_batch *b, float weight) {
+  const rnnd_layout *l = cb->base.layout;
+  const int V = cb->vocab, top = cb->top;
+  double nll = 0.0;
+  for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
+    int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
+    decoder_logits(cb, params, y + r0 * top, rows);
+    nll += softmax_block(cb, params + l->decoder_bias, grads ? grads + l->decoder_bias : NULL, b->targets + r0, rows,
+                         grads ? weight : 0.0f);
+    if (!grads) continue;
+    gemm_tn_par(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
+    gemm_nn_par(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
+  }
+  return nll;
+}
+
+/* Blocks of rows of logits: large enough that each GEMM amortises packing
+ * the [vocab x top] weight, at most DECODER_BLOCK_FLOATS. */
+static void allocate_softmax(cpu_backend *cb) {
+  cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
+  if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
+  if (cb->decoder_rows > cb->rows) cb->decoder_rows = (int)cb->rows;
+  cb->logits = cpu_take(cb, cb->decoder_rows, cb->vocab, 0);
+  cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
+  cb->bias_partials = cpu_take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
+}
 
 /* --- adaptive softmax (torch.nn.AdaptiveLogSoftmaxWithLoss) -------------- */
 
@@ -95,7 +173,7 @@ static double adaptive_block(cpu_backend *cb, const float *params, float *grads,
 }
 
 /* Whole batch through the adaptive decoder (grads NULL: evaluation). */
-double cpu_adaptive_decoder(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+static double adaptive_loss(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                             const rnnd_batch *b, float weight) {
   double nll = 0.0;
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
@@ -113,7 +191,7 @@ double cpu_adaptive_decoder(cpu_backend *cb, const float *params, float *grads, 
  * d(loss)/d(prediction) = weight * 2 (prediction - target) / F on scored
  * rows (0 elsewhere), the head's gradients, and dL/dy into dy. Errors in
  * original units (times the feature's std) go to cb->stats. */
-double cpu_regression_head(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
+static double regression_loss(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                            const rnnd_batch *b, float weight) {
   const rnnd_layout *l = cb->base.layout;
   const int F = cb->n_features, top = cb->top;
@@ -162,10 +240,12 @@ static int64_t final_row(const rnnd_batch *v, int i) {
 }
 
 /* Forward (and with grads, backward) of the classifier over the pieces
- * whose final step lies in the view. d(loss)/d(top output) goes to dy
- * (zero elsewhere). Returns the NLL sum of those pieces. */
-double cpu_classifier(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *v, float *dy,
-                      float weight) {
+ * whose final step lies in the view, from the top layer before dropout (not
+ * y, the decoder input). d(loss)/d(top output) goes to dy (zero elsewhere).
+ * Returns the NLL sum of those pieces. */
+static double classifier_loss(cpu_backend *cb, const float *params, float *grads, const float *decoder_input,
+                              float *dy, const rnnd_batch *v, float weight) {
+  (void)decoder_input;
   const rnnd_layout *l = cb->base.layout;
   const int top = cb->top, H = cb->hidden, C = cb->n_classes;
   const float *y = top_output(cb);
@@ -202,4 +282,94 @@ double cpu_classifier(cpu_backend *cb, const float *params, float *grads, const 
     if (cb->directions == 2) memcpy(dy + (int64_t)i * top + H, d + H, (size_t)H * sizeof(float));
   }
   return nll;
+}
+
+/* --- the heads' buffers ------------------------------------------------------ */
+
+/* The adaptive decoder's per-cluster buffers, beside the softmax's (its
+ * head shortlist uses `logits`). */
+static void allocate_adaptive(cpu_backend *cb) {
+  const rnnd_model_shape *s = &cb->base.layout->shape;
+  allocate_softmax(cb);
+  const int rows = cb->decoder_rows;
+  cb->head_size = s->cutoffs[0] + s->n_clusters;
+  for (int c = 0; c < s->n_clusters; c++) {
+    int size = s->cutoffs[c + 1] - s->cutoffs[c];
+    if (size > cb->widest_cluster) cb->widest_cluster = size;
+    if (s->tail_hidden[c] > cb->widest_tail) cb->widest_tail = s->tail_hidden[c];
+  }
+  cb->tail_rows = RNND_ALLOC(int32_t, rows, "adaptive rows");
+  cb->tail_y = cpu_take(cb, rows, cb->top, 0);
+  cb->tail_dy = cpu_take(cb, rows, cb->top, 0);
+  cb->tail_p = cpu_take(cb, rows, cb->widest_tail, 0);
+  cb->tail_dp = cpu_take(cb, rows, cb->widest_tail, 0);
+  cb->tail_logits = cpu_take(cb, rows, cb->widest_cluster, 0);
+}
+
+static void allocate_classifier(cpu_backend *cb) {
+  const int64_t B = cb->cap.max_pieces;
+  cb->features = cpu_take(cb, B, cb->top, 0);
+  cb->d_features = cpu_take(cb, B, cb->top, 0);
+  cb->class_logits = cpu_take(cb, B, cb->n_classes, 0);
+  cb->class_pieces = RNND_ALLOC(int32_t, B, "classifier pieces");
+}
+
+static void allocate_forecaster(cpu_backend *cb) { cb->prediction = cpu_take(cb, cb->rows, cb->n_features, 0); }
+
+static const cpu_head_ops softmax_head = {
+    .name = "softmax", .allocate = allocate_softmax, .loss = softmax_loss, .reads_before_dropout = 0};
+static const cpu_head_ops adaptive_head = {
+    .name = "adaptive softmax", .allocate = allocate_adaptive, .loss = adaptive_loss, .reads_before_dropout = 0};
+static const cpu_head_ops classifier_head = {
+    .name = "classifier", .allocate = allocate_classifier, .loss = classifier_loss, .reads_before_dropout = 1};
+static const cpu_head_ops forecaster_head = {
+    .name = "forecaster", .allocate = allocate_forecaster, .loss = regression_loss, .reads_before_dropout = 0};
+
+const cpu_head_ops *cpu_head_for(const rnnd_model_shape *s) {
+  if (s->task == RNND_TASK_CLASSIFY) return &classifier_head;
+  if (s->task == RNND_TASK_REGRESS) return &forecaster_head;
+  return s->decoder == RNND_DECODER_ADAPTIVE ? &adaptive_head : &softmax_head;
+}
+
+/* --- the first layer's input ------------------------------------------------- */
+
+static void embedding_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
+  const float *embedding = params + cb->base.layout->embedding_weight;
+  for (int64_t r = 0; r < b->n_tokens; r++)
+    memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+}
+
+/* Scatter-adds dL/d(embedded input) into the embedding rows it came from. */
+static void embedding_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
+  float *g_embedding = grads + cb->base.layout->embedding_weight;
+  for (int64_t r = 0; r < b->n_tokens; r++) {
+    float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
+    const float *src = d_x + r * cb->embed;
+    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+  }
+}
+
+/* x0 = values W_in^T + b_in. */
+static void projection_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
+  const rnnd_layout *l = cb->base.layout;
+  fill_rows(x0, b->n_tokens, cb->embed, params + l->input_bias);
+  gemm_nt_par((int)b->n_tokens, cb->embed, cb->n_features, b->series_in, cb->n_features, params + l->input_weight,
+              cb->n_features, x0, cb->embed, 1.0f);
+}
+
+/* The input projection's weight and bias gradients. */
+static void projection_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
+  const rnnd_layout *l = cb->base.layout;
+  gemm_tn_par(cb->embed, cb->n_features, (int)b->n_tokens, d_x, cb->embed, b->series_in, cb->n_features,
+              grads + l->input_weight, cb->n_features, 1.0f);
+  add_column_sums(grads + l->input_bias, d_x, b->n_tokens, cb->embed);
+}
+
+static const cpu_input_ops embedding_input = {
+    .name = "embedding", .forward = embedding_forward, .backward = embedding_backward};
+static const cpu_input_ops projection_input = {
+    .name = "input projection", .forward = projection_forward, .backward = projection_backward};
+
+const cpu_input_ops *cpu_input_for(const rnnd_model_shape *s) {
+  return s->task == RNND_TASK_REGRESS ? &projection_input : &embedding_input;
 }

@@ -1,7 +1,8 @@
 /* cpu_internal.h — the CPU backend's state, shared by cpu_backend.c (the
- * layers, the full-softmax decoder, segments and streams) and cpu_heads.c
- * (adaptive softmax, classifier and forecaster heads). Not part of the
- * public interface; ownership of every buffer is cpu_backend.c's. */
+ * layers, segments and streams) and cpu_heads.c (what the task and the
+ * decoder put on the layers: the heads and the first layer's input). Not
+ * part of the public interface. Every buffer is taken with cpu_take (below)
+ * and freed by cpu_backend.c's destroy. */
 #ifndef RNND_CPU_INTERNAL_H
 #define RNND_CPU_INTERNAL_H
 
@@ -9,6 +10,7 @@
 
 #include "cpu_rnn.h"
 #include "rnnd/backend.h"
+#include "rnnd/common.h"
 
 /* Rows of logits per decoder block: large enough that each GEMM amortises
  * packing the [vocab x top] weight (64 MiB of logits at most). */
@@ -27,7 +29,35 @@ typedef struct {
   int last_rows; /* pieces that go on after this segment's last step */
 } segment_link;
 
+typedef struct cpu_backend cpu_backend;
+
+/* What sits on the top layer (model.task and model.decoder): the full
+ * softmax, the adaptive softmax, the classifier or the forecaster. One
+ * constant table each; cpu_head_for picks it once, at creation. */
 typedef struct {
+  const char *name;
+  /* The head's buffers (cpu_take), sized by the backend's capacity. */
+  void (*allocate)(cpu_backend *cb);
+  /* The loss sum of batch (or segment view) b from the top layer's output y.
+   * With grads: adds weight * the head's gradients into them and writes
+   * dL/dy into dy; grads NULL: evaluation (dy unused). */
+  double (*loss)(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy, const rnnd_batch *b,
+                 float weight);
+  /* 1: the head reads the top layer before the dropout above it (the
+   * classifier reads the final states, what nn.GRU returns as h_n). */
+  int reads_before_dropout;
+} cpu_head_ops;
+
+/* What feeds the first layer: the embedding of the inputs, or (regress) the
+ * input projection of the series values. */
+typedef struct {
+  const char *name;
+  void (*forward)(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0);
+  /* Adds dL/d(x0) into the gradients of the parameters that made x0. */
+  void (*backward)(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x0);
+} cpu_input_ops;
+
+struct cpu_backend {
   rnnd_backend base;
   rnnd_backend_capacity cap;
   int layers, directions, hidden, embed, vocab, top, gates;
@@ -63,29 +93,38 @@ typedef struct {
   float *carry_dh[RNND_MAX_LAYERS];         /* [max_pieces, hidden]: dL/d(state) into the previous segment */
   float *carry_dc[RNND_MAX_LAYERS];
   segment_link link;                        /* what the layers of the current segment connect to */
+  const cpu_head_ops *head;
+  const cpu_input_ops *input;
   /* model.task = classify: the head on each piece's final hidden state */
-  int classify, n_classes;
+  int n_classes;
   float *features, *d_features; /* [max_pieces, top] */
   float *class_logits;          /* [max_pieces, n_classes] */
   int32_t *class_pieces;        /* [max_pieces] */
   /* model.task = regress: input projection and next-step head */
-  int regress, n_features;
+  int n_features;
   float *prediction;            /* [rows, n_features], then d(loss)/d(prediction) */
   rnnd_head_stats stats;        /* of the last batch (classify, regress) */
   /* carry_state for the next batch (borrowed; NULL: zero state) */
   const float *stream_in;
   float *stream_out;
-} cpu_backend;
+};
 
-/* The heads in place of the full-softmax decoder (cpu_heads.c). Each takes
- * the decoder input y (the classifier: the top layer before dropout, from
- * cb), returns the batch's loss sum, and with grads adds weight * its
- * gradient into them and writes dL/dy into dy. */
-double cpu_adaptive_decoder(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
-                            const rnnd_batch *b, float weight);
-double cpu_classifier(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *v, float *dy,
-                      float weight);
-double cpu_regression_head(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
-                           const rnnd_batch *b, float weight);
+/* The tables of a model's shape (cpu_heads.c). */
+const cpu_head_ops *cpu_head_for(const rnnd_model_shape *s);
+const cpu_input_ops *cpu_input_for(const rnnd_model_shape *s);
+
+/* A buffer of rows x cols floats (16-bit words), counted as activations
+ * (kept for backward) or workspace in the memory report. */
+static inline float *cpu_take(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
+  size_t bytes = (size_t)(rows * cols) * sizeof(float);
+  if (activation) cb->activation_bytes += bytes;
+  else cb->workspace_bytes += bytes;
+  return rnnd_malloc(bytes, "CPU backend buffer");
+}
+static inline uint16_t *cpu_take16(cpu_backend *cb, int64_t rows, int64_t cols) {
+  size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
+  cb->activation_bytes += bytes;
+  return rnnd_malloc(bytes, "CPU backend 16-bit activations");
+}
 
 #endif
