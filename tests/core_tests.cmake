@@ -68,6 +68,10 @@ target_link_libraries(test_bias_init PRIVATE rnnd)
 add_test(NAME decoder_bias_unigram COMMAND test_bias_init)
 set_tests_properties(decoder_bias_unigram PROPERTIES LABELS "math")
 
+# The library's files call each other without cycles (nm on librnnd.a).
+add_test(NAME files_without_cycles COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/check_layering.py $<TARGET_FILE:rnnd>)
+set_tests_properties(files_without_cycles PROPERTIES LABELS "config")
+
 # ---- the trainer end to end, on the embedded default corpus ---------------
 set(RNND_BIBLE ${RNND_WORK}/bible)
 add_test(NAME bible_data COMMAND ${RNND_TEST_DIR}/core/prepare_bible_data.sh ${RNND_BIBLE} $<TARGET_FILE:rnn_prep>)

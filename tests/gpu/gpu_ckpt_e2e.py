@@ -88,7 +88,8 @@ check(r.returncode == 0 and f"backend {GPU}" in r.stdout, f"GPU run uses the {GP
 valid = read_series(os.path.join(gpu, "metrics.h5"), "val")
 gpu_loss = float(valid["loss"][-1])
 e = subprocess.run([a.rnn_dist, "eval", "--checkpoint", os.path.join(gpu, "model.h5"), "--data",
-                    os.path.join(a.data, "valid.h5"), "--threads", "1"], capture_output=True, text=True, env=env)
+                    os.path.join(a.data, "valid.h5"), "--threads", "1", "--device", "cpu"], capture_output=True,
+                   text=True, env=env)
 m = re.search(r"^loss (\S+) ppl", e.stdout.strip().splitlines()[-1]) if e.returncode == 0 else None
 cpu_loss = float(m.group(1)) if m else float("nan")
 check(m is not None and relative(cpu_loss, gpu_loss) <= 1e-4,

@@ -22,6 +22,7 @@
 #include "cpu_internal.h"
 #include "cpu_math.h"
 #include "cpu_rnn.h"
+#include "../schedule.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
 #include "rnnd/half.h"
@@ -217,28 +218,6 @@ static void check_capacity(const cpu_backend *cb, const rnnd_batch *b) {
               (long long)cb->cap.max_tokens);
 }
 
-/* Forward, decoder and backward of a batch (or of one segment's view). */
-static double train_whole(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
-                          const rnnd_dropout *dr, float loss_weight) {
-  if (cb->storage != RNND_DTYPE_F32) {
-    const float *y = forward_layers16(cb, params, b, dr);
-    double nll = cb->head->loss(cb, params, grads, y, cb->grad_a, b, loss_weight);
-    backward_layers16(cb, params, grads, b, dr);
-    return nll;
-  }
-  const float *in[RNND_MAX_LAYERS + 1];
-  const float *y = forward_layers(cb, params, b, dr, in);
-  double nll = cb->head->loss(cb, params, grads, y, cb->grad_a, b, loss_weight);
-  backward_layers(cb, params, grads, b, dr, in);
-  return nll;
-}
-
-static const float *forward_only(cpu_backend *cb, const float *params, const rnnd_batch *b, const rnnd_dropout *dr) {
-  if (cb->storage != RNND_DTYPE_F32) return forward_layers16(cb, params, b, dr);
-  const float *in[RNND_MAX_LAYERS + 1];
-  return forward_layers(cb, params, b, dr, in);
-}
-
 /* --- segmented backpropagation through time ----------------------------- */
 
 /* Copies each layer's state after the view's last step, for its first
@@ -305,64 +284,54 @@ static void link_segment(cpu_backend *cb, int s, int last_rows, int backward) {
   cb->link.last_rows = backward ? last_rows : 0;
 }
 
-static int segment_end(const cpu_backend *cb, const rnnd_batch *b, int s) {
-  int t1 = (s + 1) * cb->segment;
-  return t1 < b->n_steps ? t1 : b->n_steps;
+/* --- the schedule's primitives (schedule.h) ------------------------------ */
+
+/* One train_batch or eval_batch: the backend, the weights and gradient it
+ * was given, and what forward leaves for the head and backward. */
+typedef struct {
+  cpu_backend *cb;
+  const float *params;
+  float *grads;            /* NULL: evaluation */
+  const float *y;          /* the decoder input of the last forward */
+  const float *in[RNND_MAX_LAYERS + 1]; /* fp32: the buffer that fed each layer */
+} cpu_run;
+
+static void run_enter(void *context, const rnnd_batch *v, int s, int segments, int backward, int next_pieces) {
+  cpu_run *r = context;
+  (void)v;
+  /* a whole batch neither receives nor hands on a state gradient */
+  link_segment(r->cb, s, backward ? next_pieces : 0, backward && segments > 1);
 }
 
-/* Checkpointed BPTT: a forward pass keeps only the state entering every
- * segment; then each segment, last first, is recomputed from its state and
- * back-propagated with the state gradient of the segment after it. The
- * gradients are those of the whole batch (the same products, summed in
- * another order); activations exist for one segment at a time. */
-static double train_segmented(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
-                              const rnnd_dropout *dr, float loss_weight) {
-  const int segments = (b->n_steps + cb->segment - 1) / cb->segment;
-  rnnd_batch view;
-  for (int s = 0; s + 1 < segments; s++) {
-    int t1 = segment_end(cb, b, s);
-    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
-    link_segment(cb, s, 0, 0);
-    forward_only(cb, params, &view, dr);
-    keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
-  }
-  double nll = 0.0;
-  for (int s = segments - 1; s >= 0; s--) {
-    int t1 = segment_end(cb, b, s);
-    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
-    link_segment(cb, s, t1 < b->n_steps ? b->batch_sizes[t1] : 0, 1);
-    nll += train_whole(cb, params, grads, &view, dr, loss_weight);
-    if (s == segments - 1) keep_stream_end(cb, &view);
-  }
-  return nll;
+static void run_forward(void *context, const rnnd_batch *v, const rnnd_dropout *dr, int training) {
+  cpu_run *r = context;
+  (void)training; /* what backward needs is kept either way */
+  r->y = r->cb->storage != RNND_DTYPE_F32 ? forward_layers16(r->cb, r->params, v, dr)
+                                          : forward_layers(r->cb, r->params, v, dr, r->in);
 }
 
-/* Evaluation needs no backward: segments in order, state carried on. */
-static double eval_segmented(cpu_backend *cb, const float *params, const rnnd_batch *b) {
-  const int segments = (b->n_steps + cb->segment - 1) / cb->segment;
-  rnnd_batch view;
-  double nll = 0.0;
-  for (int s = 0; s < segments; s++) {
-    int t1 = segment_end(cb, b, s);
-    batch_step_view(b, s * cb->segment, t1, cb->segment_offsets, &view);
-    link_segment(cb, s, 0, 0);
-    nll += cb->head->loss(cb, params, NULL, forward_only(cb, params, &view, NULL), NULL, &view, 0.0f);
-    if (s + 1 < segments) keep_segment_end(cb, &view, b->batch_sizes[t1], s + 1);
-    else keep_stream_end(cb, &view);
-  }
-  return nll;
+static double run_head(void *context, const rnnd_batch *v, float weight) {
+  cpu_run *r = context;
+  if (weight > 0.0f) return r->cb->head->loss(r->cb, r->params, r->grads, r->y, r->cb->grad_a, v, weight);
+  return r->cb->head->loss(r->cb, r->params, NULL, r->y, NULL, v, 0.0f);
 }
 
-/* A batch run whole (no segments): starts from the carried stream state
- * if there is one, and keeps its end state. */
-static double run_whole(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
-                        const rnnd_dropout *dr, float loss_weight) {
-  link_segment(cb, 0, 0, 0);
-  double nll = grads ? train_whole(cb, params, grads, b, dr, loss_weight)
-                     : cb->head->loss(cb, params, NULL, forward_only(cb, params, b, NULL), NULL, b, 0.0f);
-  keep_stream_end(cb, b);
-  return nll;
+static void run_backward(void *context, const rnnd_batch *v, const rnnd_dropout *dr) {
+  cpu_run *r = context;
+  if (r->cb->storage != RNND_DTYPE_F32) backward_layers16(r->cb, r->params, r->grads, v, dr);
+  else backward_layers(r->cb, r->params, r->grads, v, dr, r->in);
 }
+
+/* The state after the view's last step: kept for the next segment, or
+ * (the batch's last step) handed to carry_state's state_out. */
+static void run_leave(void *context, const rnnd_batch *v, int s, int segments, int next_pieces) {
+  cpu_run *r = context;
+  if (s + 1 < segments) keep_segment_end(r->cb, v, next_pieces, s + 1);
+  else keep_stream_end(r->cb, v);
+}
+
+static const rnnd_schedule_ops cpu_schedule = {
+    .enter = run_enter, .forward = run_forward, .head = run_head, .backward = run_backward, .leave = run_leave};
 
 static void end_batch(cpu_backend *cb) {
   memset(&cb->link, 0, sizeof cb->link);
@@ -375,15 +344,10 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
   memset(&cb->stats, 0, sizeof cb->stats);
-  double nll;
-  if (cb->segment && b->n_steps > cb->segment) {
-    /* the saved gates are then those of the first segment, recomputed last */
-    cb->last_train_tokens = b->step_offsets[cb->segment];
-    nll = train_segmented(cb, params, grads, b, dr, loss_weight);
-  } else {
-    cb->last_train_tokens = b->n_tokens;
-    nll = run_whole(cb, params, grads, b, dr, loss_weight);
-  }
+  /* by segments, the saved gates are those of the first segment, recomputed last */
+  cb->last_train_tokens = cb->segment && b->n_steps > cb->segment ? b->step_offsets[cb->segment] : b->n_tokens;
+  cpu_run run = {.cb = cb, .params = params, .grads = grads};
+  double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, dr, loss_weight);
   end_batch(cb);
   return nll;
 }
@@ -392,8 +356,8 @@ static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_b
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
   memset(&cb->stats, 0, sizeof cb->stats);
-  double nll = cb->segment && b->n_steps > cb->segment ? eval_segmented(cb, params, b)
-                                                       : run_whole(cb, params, NULL, b, NULL, 0.0f);
+  cpu_run run = {.cb = cb, .params = params, .grads = NULL};
+  double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, NULL, 0.0f);
   end_batch(cb);
   return nll;
 }

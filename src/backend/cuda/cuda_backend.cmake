@@ -60,7 +60,7 @@ message(STATUS "rnn_dist: CUDA backend ON (CUDA ${CUDAToolkit_VERSION}, architec
                "${CMAKE_CUDA_ARCHITECTURES}, cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY})")
 
 set(dir ${CMAKE_CURRENT_LIST_DIR})
-set(RNND_CUDA_SOURCES ${dir}/cuda_backend.c ${dir}/cuda_device.c ${dir}/cuda_heads.c ${dir}/cuda_kernels.cu
+set(RNND_CUDA_SOURCES ${dir}/cuda_backend.c ${dir}/cuda_device.c ${dir}/cuda_heads.c ${dir}/cuda_kernels.cu ${dir}/cuda_layers.c
                       ${dir}/cuda_segments.c ${dir}/cuda_step.c ${dir}/nccl_comm.c)
 
 function(rnnd_link_cuda_backend target)

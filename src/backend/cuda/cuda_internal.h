@@ -1,12 +1,16 @@
 /* cuda_internal.h — the CUDA backend's state, shared by its files:
- * cuda_backend.c (forward and backward on one batch), cuda_heads.c (the
- * classify and regress heads and the input projection), cuda_segments.c
- * (carried stream state and segmented backpropagation, and the driver of
- * one batch), and for the step above them cuda_step.c (the device-resident
- * optimizer step) and nccl_comm.c (its all-reduce). Calls go down only:
- * cuda_step -> cuda_segments -> cuda_backend / cuda_heads -> kernels; the
- * layer code reports finished gradient through cuda_gradient_listener. Not
- * part of the public interface. */
+ * cuda_backend.c (the backend ops, creation and the device arena),
+ * cuda_segments.c (the driver of one batch: carried stream state and
+ * segmented backpropagation), cuda_layers.c (the cuDNN layers: descriptors,
+ * weight and temp spaces, a batch's upload, forward and backward),
+ * cuda_heads.c (the head and input tables), and for the step above them
+ * cuda_step.c (the device-resident optimizer step) and nccl_comm.c (its
+ * all-reduce). Calls go down only:
+ *   cuda_step -> cuda_segments -> cuda_layers -> kernels
+ *   cuda_backend -> cuda_segments, cuda_layers; heads and inputs through
+ *   their tables; the layer code reports finished gradient through
+ *   cuda_gradient_listener, set by the step.
+ * Not part of the public interface. */
 #ifndef RNND_CUDA_INTERNAL_H
 #define RNND_CUDA_INTERNAL_H
 
@@ -79,11 +83,10 @@ typedef struct {
   void *dhx[RNND_MAX_LAYERS], *dcx[RNND_MAX_LAYERS];
 } cuda_state_link;
 
-/* model.task = classify and regress (device buffers in the arena, host
- * ones in the pinned area). */
+/* The classifier's and the forecaster's buffers (device ones in the arena,
+ * host ones in the pinned area; NULL for the other heads). */
 typedef struct {
-  int classify, n_classes;
-  int regress, n_features;
+  int n_classes, n_features;
   /* classify: the final hidden state of each piece (cuda_gather_final) */
   void *features, *d_features;    /* [max_pieces, top] in D */
   float *class_logits;            /* [max_pieces, n_classes], then the gradient */
@@ -115,9 +118,48 @@ typedef struct {
   void *boundary_h, *boundary_c;  /* [boundaries][layers][max_pieces * hidden] in D */
   void *carry_dh[2][RNND_MAX_LAYERS], *carry_dc[2][RNND_MAX_LAYERS]; /* ping-pong state gradients */
   int64_t *view_offsets;          /* host [K + 1] for batch_step_view */
+  cuda_gradient_listener listener; /* the step's, during one run */
 } cuda_segments;
 
+typedef struct cuda_backend cuda_backend;
+
+/* What sits on the top layer (model.task): the language-model decoder, the
+ * classifier or the forecaster (cuda_heads.c); chosen once, at creation. */
 typedef struct {
+  const char *name;
+  /* Required: sets cb->vocab (the width of the row-blocked logits) and
+   * cb->decoder_rows (rows per block) before the arena is carved. */
+  void (*size)(cuda_backend *cb);
+  /* Optional (NULL: none): the head's buffers in the arena, in the pinned
+   * area, and per staging set (carve: base 0 only counts). */
+  void (*carve)(cuda_backend *cb, uintptr_t base, size_t *used);
+  void (*carve_host)(cuda_backend *cb, uintptr_t base, size_t *used);
+  void (*carve_staging)(cuda_backend *cb, uintptr_t base, size_t *used, cuda_staging *set);
+  /* Optional: the batch's rows the head reads besides the targets, through
+   * the staging set upload_batch is filling. */
+  void (*upload)(cuda_backend *cb, const rnnd_batch *b, cuda_staging *set);
+  /* Optional: clears the measurements before a batch. */
+  void (*begin)(cuda_backend *cb);
+  /* Required: the loss of a batch (or segment view) added into nll_sum;
+   * with weight > 0 the head's gradients and dL/d(top layer output) into
+   * dy, and the gradient listener told the head's gradient is final. */
+  void (*pass)(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
+  /* Optional: the measurements, once the stream has run (the caller
+   * synchronises only when this is set). */
+  void (*finish)(cuda_backend *cb);
+  /* 1: the head reads the top layer before the dropout above it. */
+  int reads_before_dropout;
+} cuda_head_ops;
+
+/* What feeds the first layer: x[0] from the embedding or the input
+ * projection, and the backward of that from dL/dx0. */
+typedef struct {
+  const char *name;
+  void (*forward)(cuda_backend *cb, int64_t rows);
+  void (*backward)(cuda_backend *cb, const void *dx0, int64_t rows);
+} cuda_input_ops;
+
+struct cuda_backend {
   rnnd_backend base;
   rnnd_backend_capacity cap;
   int layers, directions, hidden, embed, vocab, top, gates;
@@ -172,70 +214,58 @@ typedef struct {
   int64_t held_tokens;
   double *nll_part;       /* the loss of one decoder pass, added into nll_sum */
   cuda_state_link link;   /* cleared after every batch */
+  const cuda_head_ops *head;
+  const cuda_input_ops *input;
   cuda_heads heads;
   cuda_segments seg;
-} cuda_backend;
+};
 
-/* Weight spaces (and the 16-bit copy) <- the device's canonical fp32 weights. */
-void cuda_backend_refresh_weights(cuda_backend *cb);
+/* --- small helpers -------------------------------------------------------- */
+
+/* Hands out aligned pieces of [base, base + *used); with base 0 it only counts. */
+static inline void *cuda_carve(uintptr_t base, size_t *used, size_t bytes) {
+  size_t at = (*used + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+  *used = at + bytes;
+  return (void *)(base + at);
+}
+static inline const void *cuda_at_row(const void *base, int64_t row, int width, size_t elem) {
+  return (const char *)base + (size_t)row * (size_t)width * elem;
+}
+static inline int cuda_input_width(const cuda_backend *cb, int layer) { return layer == 0 ? cb->embed : cb->top; }
 /* Tells the listener, if any, that the gradient at offsets >= frontier is final. */
 static inline void cuda_gradient_final(const cuda_backend *cb, size_t frontier) {
   if (cb->gradient_ready.fn) cb->gradient_ready.fn(cb->gradient_ready.context, frontier);
 }
-/* In-place sum over the job, enqueued on `stream` (nccl_comm.c). */
-void nccl_allreduce_sum(rnnd_nccl *nccl, void *data, size_t count, ncclDataType_t type, cudaStream_t stream);
-/* Waits until `stream` has run, polling the communicator's asynchronous
- * error (nccl may be NULL: one rank, a plain synchronisation). A NCCL error,
- * or a wait longer than the job's comm.timeout_s, aborts the communicator
- * and ends the process with one line naming the rank (nccl_comm.c). */
-void nccl_wait_stream(rnnd_nccl *nccl, cudaStream_t stream, const char *what);
-/* Aligned piece of an arena being carved (base 0 only counts). */
-void *cuda_carve(uintptr_t base, size_t *used, size_t bytes);
-/* Enqueues the loss sum into cb->nll_sum; with weight > 0 the decoder's
- * gradients and dL/dy into dy (and tells the gradient listener that the
- * decoder's gradient is final). No host synchronisation. */
-void cuda_backend_decoder_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
-void cuda_backend_upload_batch(cuda_backend *cb, const rnnd_batch *b);
+
+/* --- cuda_layers.c --------------------------------------------------------- */
+
+/* At creation: a cuDNN RNN descriptor per layer (and its weight-space
+ * size), the temp spaces for the capacity's rectangle, and (after the
+ * arena) the table between canonical parameters and weight spaces. */
+void cuda_layers_create_descriptors(cuda_backend *cb);
+void cuda_layers_size_temp(cuda_backend *cb);
+void cuda_layers_build_segment_table(cuda_backend *cb);
+/* Weight spaces (and the 16-bit copy) <- the device's canonical fp32 weights. */
+void cuda_layers_refresh_weights(cuda_backend *cb);
+/* Device parameters <- the host's (unless the CUDA step holds them), then refresh. */
+void cuda_layers_upload_params(cuda_backend *cb, const float *params);
+/* Stops the run on a batch beyond the capacity. */
+void cuda_layers_check_batch(const cuda_backend *cb, const rnnd_batch *b);
+/* The batch's (or segment view's) index arrays to the device, the
+ * descriptors set to its shape, the temp spaces grown to fit it. */
+void cuda_layers_upload(cuda_backend *cb, const rnnd_batch *b);
 /* Forward and backward through the layers, starting from and leaving the
- * states cb->link names. */
-void cuda_backend_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, int training);
-void cuda_backend_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr);
-void cuda_backend_check_batch(const cuda_backend *cb, const rnnd_batch *b);
+ * states cb->link names; backward from dL/d(decoder input) in grad_a. */
+void cuda_layers_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, int training);
+void cuda_layers_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr);
 
-/* A linear head on rows of x (in D): logits[rows, width] (fp32) = x W^T
- * with W at `weight` of the compute copy, `in` wide; the bias is added by
- * the kernel that reads the logits. Backward from the gradient (fp32 in
- * logits, in D in grad16 with 16-bit storage): W and bias gradients, and
- * dx = dlogits W (not when dx is NULL). */
-typedef struct {
-  size_t weight, bias;
-  int width, in;
-  float *logits;
-  void *grad16;
-} cuda_linear;
-void cuda_linear_logits(cuda_backend *cb, const cuda_linear *h, const void *x, int rows);
-void cuda_linear_backward(cuda_backend *cb, const cuda_linear *h, const void *x, void *dx, int rows);
+/* --- cuda_heads.c ------------------------------------------------------------ */
 
-/* cuda_heads.c */
-void cuda_heads_carve(cuda_backend *cb, uintptr_t base, size_t *used);
-void cuda_heads_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
-/* Regress: the pinned series rows of both staging sets. */
-void cuda_heads_carve_staging(cuda_backend *cb, uintptr_t base, size_t *used, cuda_staging *set);
-/* Regress: the batch's series rows to the device through the staging set
- * upload_batch is filling (from upload_batch). */
-void cuda_heads_upload(cuda_backend *cb, const rnnd_batch *b, cuda_staging *set);
-/* x[0] = the input projection of the series rows, and its backward from dx0. */
-void cuda_input_projection(cuda_backend *cb, int64_t rows);
-void cuda_input_projection_backward(cuda_backend *cb, const void *dx0, int64_t rows);
-/* The classify or regress head of a batch (or segment view) in place of
- * the language-model decoder: loss into nll_sum, and with weight > 0 the
- * head's gradients and dL/d(top layer output) into dy. */
-void cuda_heads_pass(cuda_backend *cb, const rnnd_batch *b, float weight, void *dy);
-/* Clears the stats before a batch; adds up the device's share after the stream has run. */
-void cuda_heads_begin(cuda_backend *cb);
-void cuda_heads_finish(cuda_backend *cb);
+const cuda_head_ops *cuda_head_for(const rnnd_model_shape *s);
+const cuda_input_ops *cuda_input_for(const rnnd_model_shape *s);
 
-/* cuda_segments.c */
+/* --- cuda_segments.c --------------------------------------------------------- */
+
 void cuda_segments_carve(cuda_backend *cb, uintptr_t base, size_t *used);
 void cuda_segments_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
 /* Forward, head and (weight > 0) backward of a whole batch: by segments
@@ -243,6 +273,16 @@ void cuda_segments_carve_host(cuda_backend *cb, uintptr_t base, size_t *used);
  * state when carry_state armed one (whose end state it then writes). The
  * batch's loss lands in cb->nll_sum; no host synchronisation except what
  * the carried state and the head's measurements need. */
-void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight, int training);
+void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight);
+
+/* --- nccl_comm.c ------------------------------------------------------------- */
+
+/* In-place sum over the job, enqueued on `stream`. */
+void nccl_allreduce_sum(rnnd_nccl *nccl, void *data, size_t count, ncclDataType_t type, cudaStream_t stream);
+/* Waits until `stream` has run, polling the communicator's asynchronous
+ * error (nccl may be NULL: one rank, a plain synchronisation). A NCCL error,
+ * or a wait longer than the job's comm.timeout_s, aborts the communicator
+ * and ends the process with one line naming the rank. */
+void nccl_wait_stream(rnnd_nccl *nccl, cudaStream_t stream, const char *what);
 
 #endif

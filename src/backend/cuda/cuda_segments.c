@@ -10,10 +10,12 @@
  *    from its kept state and back-propagated with dhy = the dhx of the
  *    segment after it (zero rows for pieces that end inside the segment).
  *    The gradient is the whole batch's; activations exist for one segment.
- * This is the CPU backend's train_segmented/eval_segmented/run_whole on
- * cuDNN. The buffers are carved out of the backend's arena and pinned area. */
+ * The order of it all is schedule.c's, which the CPU backend runs too;
+ * these are its primitives on cuDNN. The buffers are carved out of the
+ * backend's arena and pinned area. */
 #include <string.h>
 
+#include "../schedule.h"
 #include "cuda_check.h"
 #include "cuda_internal.h"
 
@@ -120,60 +122,50 @@ static void link_gradients(cuda_backend *cb, int s, int segments, int pieces, in
   }
 }
 
-static int segment_end(const cuda_backend *cb, const rnnd_batch *b, int s) {
-  int t1 = (s + 1) * cb->seg.segment;
-  return t1 < b->n_steps ? t1 : b->n_steps;
+/* --- the schedule's primitives (schedule.h) ------------------------------ */
+
+/* Uploads the view, points cuDNN's hx/hy (and with backward dhy/dhx) at
+ * segment s's states, and lets the gradient listener hear only the last
+ * segment back-propagated (s == 0), which finishes the gradient. */
+static void run_enter(void *context, const rnnd_batch *v, int s, int segments, int backward, int next_pieces) {
+  cuda_backend *cb = context;
+  if (backward) cb->gradient_ready = s == 0 ? cb->seg.listener : (cuda_gradient_listener){0};
+  cuda_layers_upload(cb, v);
+  link_states(cb, s, segments);
+  if (backward) link_gradients(cb, s, segments, v->n_pieces, next_pieces);
 }
 
-static void run_segmented(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight, int training) {
-  const int K = cb->seg.segment, segments = (b->n_steps + K - 1) / K;
-  RNND_ASSERT(segments - 1 <= cb->seg.boundaries);
-  rnnd_batch view;
-  const int backward = training && weight > 0.0f;
-  const int forward_only = backward ? segments - 1 : segments;
-  for (int s = 0; s < forward_only; s++) {
-    batch_step_view(b, s * K, segment_end(cb, b, s), cb->seg.view_offsets, &view);
-    cuda_backend_upload_batch(cb, &view);
-    link_states(cb, s, segments);
-    cuda_backend_forward(cb, &view, dr, 0);
-    if (!backward) cuda_backend_decoder_pass(cb, &view, 0.0f, NULL);
-  }
-  if (!backward) return;
-  /* the gradient is final only as the first segment, the last one
-   * back-propagated, finishes it: the listener hears that one alone */
-  const cuda_gradient_listener listener = cb->gradient_ready;
-  for (int s = segments - 1; s >= 0; s--) {
-    int t1 = segment_end(cb, b, s);
-    batch_step_view(b, s * K, t1, cb->seg.view_offsets, &view);
-    cb->gradient_ready = s == 0 ? listener : (cuda_gradient_listener){0};
-    cuda_backend_upload_batch(cb, &view);
-    link_states(cb, s, segments);
-    link_gradients(cb, s, segments, view.n_pieces, t1 < b->n_steps ? b->batch_sizes[t1] : 0);
-    cuda_backend_forward(cb, &view, dr, 1);
-    cuda_backend_decoder_pass(cb, &view, weight, cb->grad_a);
-    cuda_backend_backward(cb, &view, dr);
-  }
-  cb->gradient_ready = listener;
+static void run_forward(void *context, const rnnd_batch *v, const rnnd_dropout *dr, int training) {
+  cuda_layers_forward(context, v, dr, training);
 }
 
-void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight, int training) {
+/* The loss goes into nll_sum on the device. */
+static double run_head(void *context, const rnnd_batch *v, float weight) {
+  cuda_backend *cb = context;
+  cb->head->pass(cb, v, weight, weight > 0.0f ? cb->grad_a : NULL);
+  return 0.0;
+}
+
+static void run_backward(void *context, const rnnd_batch *v, const rnnd_dropout *dr) {
+  cuda_layers_backward(context, v, dr);
+}
+
+/* cuDNN writes each segment's end state where link_states pointed hy: no leave. */
+static const rnnd_schedule_ops cuda_schedule = {
+    .enter = run_enter, .forward = run_forward, .head = run_head, .backward = run_backward, .leave = NULL};
+
+void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, float weight) {
   cuda_segments *g = &cb->seg;
   CUDA_CHECK(cudaMemsetAsync(cb->nll_sum, 0, sizeof(double), cb->stream));
-  cuda_heads_begin(cb);
+  if (cb->head->begin) cb->head->begin(cb);
   if (g->stream_in) load_stream_state(cb, b->n_pieces);
-  if (g->segment && b->n_steps > g->segment) {
-    run_segmented(cb, b, dr, weight, training);
-  } else {
-    cuda_backend_upload_batch(cb, b);
-    link_states(cb, 0, 1);
-    cuda_backend_forward(cb, b, dr, training);
-    cuda_backend_decoder_pass(cb, b, training ? weight : 0.0f, training ? cb->grad_a : NULL);
-    if (training && weight > 0.0f) cuda_backend_backward(cb, b, dr);
-  }
+  g->listener = cb->gradient_ready;
+  schedule_run(&cuda_schedule, cb, b, g->segment, g->view_offsets, dr, weight);
+  cb->gradient_ready = g->listener;
   if (g->stream_out) store_stream_state(cb, b->batch_sizes[b->n_steps - 1]);
-  if (cb->heads.classify || cb->heads.regress) {
+  if (cb->head->finish) {
     CUDA_CHECK(cudaStreamSynchronize(cb->stream));
-    cuda_heads_finish(cb);
+    cb->head->finish(cb);
   }
   memset(&cb->link, 0, sizeof cb->link);
   g->stream_in = NULL;

@@ -114,7 +114,7 @@ static void cuda_step_load(rnnd_step *s) {
   CUDA_CHECK(cudaMemcpyAsync(cb->params, s->params, bytes, cudaMemcpyHostToDevice, cb->stream));
   CUDA_CHECK(cudaMemcpyAsync(cs->m, s->optimizer->m, bytes, cudaMemcpyHostToDevice, cb->stream));
   if (cs->v) CUDA_CHECK(cudaMemcpyAsync(cs->v, s->optimizer->v, bytes, cudaMemcpyHostToDevice, cb->stream));
-  cuda_backend_refresh_weights(cb);
+  cuda_layers_refresh_weights(cb);
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
   cb->params_resident = 1;
   cs->host_stale = 0;
@@ -154,8 +154,8 @@ static void compute_share(cuda_step *cs, const rnnd_batch *b, const rnnd_dropout
   }
   cb->gradient_ready = cs->warmed_up ? (cuda_gradient_listener){gradient_ready, cs} : (cuda_gradient_listener){0};
   if (b && b->n_tokens > 0) {
-    cuda_backend_check_batch(cb, b);
-    cuda_backend_run(cb, b, dr, req->loss_weight, 1);
+    cuda_layers_check_batch(cb, b);
+    cuda_backend_run(cb, b, dr, req->loss_weight);
   }
   cb->gradient_ready = (cuda_gradient_listener){0};
   CUDA_CHECK(cudaEventRecord(cs->backward_done, cb->stream));
@@ -223,7 +223,7 @@ static double cuda_step_update(rnnd_step *s, double lr, double clip, double *par
                         param_partials, cb->stream);
   cuda_sum_f64(update_partials, PARTIALS_PER_NORM, cs->scalars + 1, cb->stream);
   cuda_sum_f64(param_partials, PARTIALS_PER_NORM, cs->scalars + 2, cb->stream);
-  cuda_backend_refresh_weights(cb);
+  cuda_layers_refresh_weights(cb);
   CUDA_CHECK(cudaMemcpyAsync(cs->host_scalars + 1, cs->scalars + 1, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                              cb->stream));
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
