@@ -245,7 +245,7 @@ __global__ void optimizer_update(float *params, const float *grads, float *m, fl
   }
 }
 
-/* --- the task heads and carried state (cuda_tasks.c) --- */
+/* --- the task heads and carried state (cuda_heads.c, cuda_segments.c) --- */
 
 /* One thread per element of the [pieces, hidden] state of `layer`. */
 template <typename T>

@@ -55,7 +55,7 @@ void cuda_canonical_to_space(void *space, rnnd_dtype d, const float *canonical, 
 void cuda_space_add_to_canonical(float *canonical, const void *space, rnnd_dtype d,
                                  const cuda_weight_segment *segments, int n, int64_t longest, cudaStream_t stream);
 
-/* --- the task heads and the carried state (cuda_tasks.c) --- */
+/* --- the task heads and the carried state (cuda_heads.c, cuda_segments.c) --- */
 
 /* Layer `layer`'s h and c (c may be NULL: GRU), [pieces, hidden] in D, from
  * and to rows of a carried state (rnnd_state_width floats a row: per layer
@@ -88,7 +88,7 @@ void cuda_add_column_sums(float *dst, const void *src, rnnd_dtype d, int64_t row
 /* *acc += *x on the device. */
 void cuda_add_f64(double *acc, const double *x, cudaStream_t stream);
 
-/* --- the device-resident step (cuda_resident.c) --- */
+/* --- the device-resident step (cuda_step.c) --- */
 
 /* Blocks of the fixed grid the norm kernels use: their per-block partial
  * sums, added by cuda_sum_f64 in block order, make every norm a
