@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install_deps.sh [--with-test-tools] — installs the Debian 12 packages that
-# rnn_dist needs and are missing (build tools, Open MPI, HDF5, OpenBLAS, and
+# rnn_dist needs and are missing (build tools, Open MPI, HDF5, OpenBLAS,
+# oneDNN for bf16 products on the CPU, and
 # for the test suite and reference checks Python with PyTorch, h5py, numpy,
 # matplotlib, clang with libFuzzer and valgrind, R for the forecasting
 # example's sunspot series; bible-kjv for the embedded default corpus). Runs apt-get only
@@ -8,7 +9,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config bc
-          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev libdnnl-dev
           bible-kjv)
 if [ "${1:-}" = "--with-test-tools" ]; then
   packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch clang libclang-rt-14-dev valgrind

@@ -23,3 +23,14 @@ set_tests_properties(precision_vs_fp32_wikitext2 PROPERTIES LABELS "amp;train" S
 
 add_test(NAME activation_memory_halves COMMAND ${RNND_TEST_DIR}/amp/memory_halves.sh $<TARGET_FILE:bench_train>)
 set_tests_properties(activation_memory_halves PROPERTIES LABELS "amp")
+
+# bf16 products through oneDNN: gradients and losses against fp32 on small models.
+add_executable(test_bf16_products ${RNND_TEST_DIR}/amp/test_bf16_products.c)
+target_link_libraries(test_bf16_products PRIVATE rnnd)
+add_test(NAME bf16_products_match_fp32 COMMAND test_bf16_products)
+set_tests_properties(bf16_products_match_fp32 PROPERTIES LABELS "amp;math" SKIP_RETURN_CODE 77)
+add_test(NAME bf16_trains_like_fp32
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/amp/bf16_quality_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --data ${RNND_WORK}/bible --work ${RNND_WORK}/bf16_quality)
+set_tests_properties(bf16_trains_like_fp32 PROPERTIES FIXTURES_REQUIRED bible LABELS "amp;train" SKIP_RETURN_CODE 77
+                     PROCESSORS 2 TIMEOUT 600)

@@ -71,6 +71,10 @@ typedef struct {
    * not monotonic in the shape). NULL: a backend whose workspace never
    * grows (backend_workspace_growths then says 0). */
   int64_t (*workspace_growths)(const rnnd_backend *be);
+  /* What the products run on, for the start-up line ("bf16 products
+   * through oneDNN 2.6.3 on avx512_core_bf16"). NULL: nothing to add
+   * (backend_describe then says ""). */
+  const char *(*describe)(const rnnd_backend *be);
 } rnnd_backend_ops;
 
 
@@ -82,9 +86,12 @@ struct rnnd_backend {
   const rnnd_layout *layout; /* borrowed; must outlive the backend */
 };
 
-/* The optional entry with its fallback. */
+/* The optional entries with their fallbacks. */
 static inline int64_t backend_workspace_growths(const rnnd_backend *be) {
   return be->ops->workspace_growths ? be->ops->workspace_growths(be) : 0;
+}
+static inline const char *backend_describe(const rnnd_backend *be) {
+  return be->ops->describe ? be->ops->describe(be) : "";
 }
 
 typedef struct {

@@ -148,6 +148,8 @@ void report_header(rnnd_trainer *t) {
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
               core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
               rnnd_dtype_name(t->precision), t->scaler.dynamic ? " with dynamic loss scaling" : "");
+  const char *products = backend_describe(t->backend);
+  if (products[0]) trainer_log(t, "rnn_dist: %s\n", products);
   if (t->comm->size > 1) {
     rnnd_dtype wire = (rnnd_dtype)t->cfg->comm.grad_dtype;
     size_t per_bucket = grad_sync_bucket_elems(t->layout.numel, t->cfg->comm.bucket_mb, wire);

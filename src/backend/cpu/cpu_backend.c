@@ -15,6 +15,7 @@
  * cpu_heads.c, called through the tables chosen at creation; the state
  * both files share is cpu_internal.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,13 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
   *d = (cpu_rnn_dir){.cell = cb->base.layout->shape.cell, .hidden = cb->hidden, .input_size = o->input_size,
                      .reverse = dir, .w_ih = params + o->weight_ih, .w_hh = params + o->weight_hh,
                      .b_ih = params + o->bias_ih, .b_hh = params + o->bias_hh};
+  if (cb->dnnl) {
+    d->dnnl = cb->dnnl;
+    d->w_ih16 = cb->weights16 + o->weight_ih;
+    d->w_hh16 = cb->weights16 + o->weight_hh;
+    d->x16 = cb->in16[layer];
+    d->out16 = cb->out16[layer] + dir * cb->hidden;
+  }
   if (grads) {
     d->gw_ih = grads + o->weight_ih;
     d->gw_hh = grads + o->weight_hh;
@@ -170,6 +178,7 @@ static const float *forward_layers16(cpu_backend *cb, const float *params, const
     else memcpy(x, out, (size_t)(T * cb->top) * sizeof(float));
     store16(cb, cb->in16[l + 1], x, T * cb->top);
   }
+  cb->decoder_input16 = cb->in16[cb->layers];
   return x;
 }
 
@@ -333,6 +342,14 @@ static void run_leave(void *context, const rnnd_batch *v, int s, int segments, i
 static const rnnd_schedule_ops cpu_schedule = {
     .enter = run_enter, .forward = run_forward, .head = run_head, .backward = run_backward, .leave = run_leave};
 
+/* bf16 products: the batch's weights in bf16, once per batch. */
+static void weights_to_bf16(cpu_backend *cb, const float *params) {
+  if (!cb->dnnl) return;
+  const int64_t n = (int64_t)cb->base.layout->numel;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) cb->weights16[i] = rnnd_f32_to_bf16(params[i]);
+}
+
 static void end_batch(cpu_backend *cb) {
   memset(&cb->link, 0, sizeof cb->link);
   cb->stream_in = NULL;
@@ -346,6 +363,7 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
   memset(&cb->stats, 0, sizeof cb->stats);
   /* by segments, the saved gates are those of the first segment, recomputed last */
   cb->last_train_tokens = cb->segment && b->n_steps > cb->segment ? b->step_offsets[cb->segment] : b->n_tokens;
+  weights_to_bf16(cb, params);
   cpu_run run = {.cb = cb, .params = params, .grads = grads};
   double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, dr, loss_weight);
   end_batch(cb);
@@ -356,6 +374,7 @@ static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_b
   cpu_backend *cb = (cpu_backend *)be;
   check_capacity(cb, b);
   memset(&cb->stats, 0, sizeof cb->stats);
+  weights_to_bf16(cb, params);
   cpu_run run = {.cb = cb, .params = params, .grads = NULL};
   double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, NULL, 0.0f);
   end_batch(cb);
@@ -445,8 +464,17 @@ static void cpu_destroy(rnnd_backend *be) {
     free(cb->carry_dh[l]);
     free(cb->carry_dc[l]);
   }
+  free(s->h0_16);
+  free(s->d_ih16);
+  free(s->d_hh16);
+  free(s->h_prev16);
+  free(cb->weights16);
+  free(cb->dlogits16);
+  cpu_dnnl_destroy(cb->dnnl);
   free(cb);
 }
+
+static const char *cpu_describe(const rnnd_backend *be) { return ((const cpu_backend *)be)->compute_note; }
 
 static const rnnd_backend_ops cpu_ops = {
     .name = "cpu",
@@ -459,6 +487,7 @@ static const rnnd_backend_ops cpu_ops = {
     .carry_state = cpu_carry_state,
     .last_stats = cpu_last_stats,
     .workspace_growths = NULL, /* sized once for the capacity */
+    .describe = cpu_describe,
 };
 
 /* Every layer's activations in fp32 (the reference path). */
@@ -478,13 +507,13 @@ static void allocate_fp32_activations(cpu_backend *cb) {
 /* The same activations in 16 bits, plus one layer's fp32 workspace. */
 static void allocate_16bit_activations(cpu_backend *cb) {
   const int64_t T = cb->rows, GH = (int64_t)cb->gates * cb->hidden;
-  cb->in16[0] = cpu_take16(cb, T, cb->embed);
+  cb->in16[0] = cpu_take16(cb, T, cb->embed, 1);
   for (int l = 0; l < cb->layers; l++) {
-    cb->in16[l + 1] = cpu_take16(cb, T, cb->top);
-    cb->out16[l] = cpu_take16(cb, T, cb->top);
+    cb->in16[l + 1] = cpu_take16(cb, T, cb->top, 1);
+    cb->out16[l] = cpu_take16(cb, T, cb->top, 1);
     for (int d = 0; d < cb->directions; d++) {
-      cb->gates16[l][d] = cpu_take16(cb, T, GH);
-      cb->extra16[l][d] = cpu_take16(cb, T, cb->hidden);
+      cb->gates16[l][d] = cpu_take16(cb, T, GH, 1);
+      cb->extra16[l][d] = cpu_take16(cb, T, cb->hidden, 1);
     }
   }
   cb->layer_in[0] = cpu_take(cb, T, cb->embed > cb->top ? cb->embed : cb->top, 0);
@@ -526,8 +555,33 @@ static void allocate_buffers(cpu_backend *cb) {
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
   cb->grad_a = cpu_take(cb, T, widest, 0);
   cb->grad_b = cpu_take(cb, T, widest, 0);
+  if (cb->dnnl) {
+    s->h0_16 = cpu_take16(cb, B, cb->hidden, 0);
+    s->d_ih16 = cpu_take16(cb, T, GH, 0);
+    s->d_hh16 = cpu_take16(cb, T, GH, 0);
+    s->h_prev16 = cpu_take16(cb, T, cb->hidden, 0);
+    cb->weights16 = cpu_take16(cb, (int64_t)cb->base.layout->numel, 1, 0);
+  }
   cb->head->allocate(cb);
   if (cb->segment) allocate_segment_states(cb);
+}
+
+/* bf16 storage computes its products in bf16 through oneDNN where the build
+ * has it; everything else goes through the BLAS in fp32. */
+static void choose_products(cpu_backend *cb) {
+  const char *core;
+  cpu_blas_advice(&core);
+  if (cb->storage == RNND_DTYPE_BF16) cb->dnnl = cpu_dnnl_create();
+  if (!cb->dnnl) {
+    snprintf(cb->compute_note, sizeof cb->compute_note, "fp32 products (BLAS core %s)%s", core,
+             cb->storage == RNND_DTYPE_BF16 ? "; no oneDNN in this build: bf16 only stores 16 bits" : "");
+    return;
+  }
+  char engine[128];
+  int native = 0;
+  cpu_dnnl_describe(cb->dnnl, engine, sizeof engine, &native);
+  snprintf(cb->compute_note, sizeof cb->compute_note, "bf16 products through %s%s", engine,
+           native ? "" : ": emulated without bf16 instructions, slower than fp32");
 }
 
 rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
@@ -556,6 +610,7 @@ rnnd_backend *cpu_backend_create(const rnnd_layout *layout, const rnnd_backend_c
     if (segment_rows < cb->rows) cb->rows = segment_rows;
   }
   cpu_set_threads(cap->threads);
+  choose_products(cb);
   allocate_buffers(cb);
   return &cb->base;
 }

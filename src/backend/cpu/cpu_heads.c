@@ -15,10 +15,30 @@
 
 /* --- the full softmax decoder ---------------------------------------------- */
 
-/* Logits without the bias, which softmax_chunk adds while the row is hot. */
-static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int rows) {
-  gemm_nt_par(rows, cb->vocab, cb->top, y, cb->top, params + cb->base.layout->decoder_weight, cb->top, cb->logits,
-          cb->vocab, 0.0f);
+/* Logits without the bias, which softmax_chunk adds while the row is hot;
+ * rows from r0 of the decoder input (bf16 products: its bf16 copy). */
+static void decoder_logits(const cpu_backend *cb, const float *params, const float *y, int64_t r0, int rows) {
+  const size_t w = cb->base.layout->decoder_weight;
+  if (cb->dnnl)
+    bf16_gemm_nt(cb->dnnl, rows, cb->vocab, cb->top, cb->decoder_input16 + r0 * cb->top, cb->top, cb->weights16 + w,
+                 cb->top, cb->logits, cb->vocab, 0.0f);
+  else
+    gemm_nt_par(rows, cb->vocab, cb->top, y + r0 * cb->top, cb->top, params + w, cb->top, cb->logits, cb->vocab, 0.0f);
+}
+
+/* The block's gradient into the decoder's weight and dL/dy (bf16 products:
+ * from the gradient rows' bf16 copy). */
+static void decoder_backward(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy, int64_t r0,
+                             int rows) {
+  const int V = cb->vocab, top = cb->top;
+  const size_t w = cb->base.layout->decoder_weight;
+  if (cb->dnnl) {
+    bf16_gemm_tn(cb->dnnl, V, top, rows, cb->dlogits16, V, cb->decoder_input16 + r0 * top, top, grads + w, top, 1.0f);
+    bf16_gemm_nn(cb->dnnl, rows, top, V, cb->dlogits16, V, cb->weights16 + w, top, dy + r0 * top, top, 0.0f);
+    return;
+  }
+  gemm_tn_par(V, top, rows, cb->logits, V, y + r0 * top, top, grads + w, top, 1.0f);
+  gemm_nn_par(rows, top, V, cb->logits, V, params + w, top, dy + r0 * top, top, 0.0f);
 }
 
 /* One chunk of softmax rows. Training turns each row into
@@ -36,6 +56,8 @@ static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *tar
     for (int j = 0; j < V; j++) row[j] *= scale;
     row[targets[i]] -= weight;
     for (int j = 0; j < V; j++) bias_partial[j] += row[j];
+    if (cb->dlogits16)
+      for (int j = 0; j < V; j++) cb->dlogits16[(int64_t)i * V + j] = rnnd_f32_to_bf16(row[j]);
   }
 }
 
@@ -64,16 +86,13 @@ static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, co
 static double softmax_loss(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy,
                            const rnnd_batch *b, float weight) {
   const rnnd_layout *l = cb->base.layout;
-  const int V = cb->vocab, top = cb->top;
   double nll = 0.0;
   for (int64_t r0 = 0; r0 < b->n_tokens; r0 += cb->decoder_rows) {
     int rows = (int)(b->n_tokens - r0 < cb->decoder_rows ? b->n_tokens - r0 : cb->decoder_rows);
-    decoder_logits(cb, params, y + r0 * top, rows);
+    decoder_logits(cb, params, y, r0, rows);
     nll += softmax_block(cb, params + l->decoder_bias, grads ? grads + l->decoder_bias : NULL, b->targets + r0, rows,
                          grads ? weight : 0.0f);
-    if (!grads) continue;
-    gemm_tn_par(V, top, rows, cb->logits, V, y + r0 * top, top, grads + l->decoder_weight, top, 1.0f);
-    gemm_nn_par(rows, top, V, cb->logits, V, params + l->decoder_weight, top, dy + r0 * top, top, 0.0f);
+    if (grads) decoder_backward(cb, params, grads, y, dy, r0, rows);
   }
   return nll;
 }
@@ -87,6 +106,12 @@ static void allocate_softmax(cpu_backend *cb) {
   cb->logits = cpu_take(cb, cb->decoder_rows, cb->vocab, 0);
   cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
   cb->bias_partials = cpu_take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
+}
+
+/* ... and with bf16 products the gradient rows' bf16 copy. */
+static void allocate_full_softmax(cpu_backend *cb) {
+  allocate_softmax(cb);
+  if (cb->dnnl) cb->dlogits16 = cpu_take16(cb, cb->decoder_rows, cb->vocab, 0);
 }
 
 /* --- adaptive softmax (torch.nn.AdaptiveLogSoftmaxWithLoss) -------------- */
@@ -317,7 +342,7 @@ static void allocate_classifier(cpu_backend *cb) {
 static void allocate_forecaster(cpu_backend *cb) { cb->prediction = cpu_take(cb, cb->rows, cb->n_features, 0); }
 
 static const cpu_head_ops softmax_head = {
-    .name = "softmax", .allocate = allocate_softmax, .loss = softmax_loss, .reads_before_dropout = 0};
+    .name = "softmax", .allocate = allocate_full_softmax, .loss = softmax_loss, .reads_before_dropout = 0};
 static const cpu_head_ops adaptive_head = {
     .name = "adaptive softmax", .allocate = allocate_adaptive, .loss = adaptive_loss, .reads_before_dropout = 0};
 static const cpu_head_ops classifier_head = {

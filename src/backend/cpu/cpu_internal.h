@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "cpu_dnnl.h"
 #include "cpu_rnn.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
@@ -82,6 +83,15 @@ struct cpu_backend {
    * above then exist for one layer (layer_in[0], layer_out[0], saved[0]). */
   uint16_t *in16[RNND_MAX_LAYERS + 1], *out16[RNND_MAX_LAYERS];
   uint16_t *gates16[RNND_MAX_LAYERS][2], *extra16[RNND_MAX_LAYERS][2];
+  /* bf16 products (storage bf16 with oneDNN in the build; else NULL): the
+   * weights of the current batch in bf16 (converted once per batch), the
+   * decoder input in bf16 (in16[layers]) and the decoder's gradient rows in
+   * bf16 ([decoder_rows, vocab]). */
+  cpu_dnnl *dnnl;
+  uint16_t *weights16;
+  const uint16_t *decoder_input16;
+  uint16_t *dlogits16;
+  char compute_note[256]; /* what the products run on, for the start-up line */
   size_t activation_bytes, workspace_bytes;
   /* Segmented backpropagation (capacity.bptt_segment = K > 0): batches are
    * run K steps at a time, so the buffers above hold one segment. */
@@ -121,10 +131,11 @@ static inline float *cpu_take(cpu_backend *cb, int64_t rows, int64_t cols, int a
   else cb->workspace_bytes += bytes;
   return rnnd_malloc(bytes, "CPU backend buffer");
 }
-static inline uint16_t *cpu_take16(cpu_backend *cb, int64_t rows, int64_t cols) {
+static inline uint16_t *cpu_take16(cpu_backend *cb, int64_t rows, int64_t cols, int activation) {
   size_t bytes = (size_t)(rows * cols) * sizeof(uint16_t);
-  cb->activation_bytes += bytes;
-  return rnnd_malloc(bytes, "CPU backend 16-bit activations");
+  if (activation) cb->activation_bytes += bytes;
+  else cb->workspace_bytes += bytes;
+  return rnnd_malloc(bytes, "CPU backend 16-bit buffer");
 }
 
 #endif

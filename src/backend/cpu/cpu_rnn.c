@@ -11,7 +11,14 @@
  * hidden units, computes the recurrent product for its units' gate rows of
  * W_hh (single-threaded BLAS) and their gate arithmetic, then waits at one
  * barrier per step. The whole-batch products before and after the loop use
- * the team through gemm_*_par. */
+ * the team through gemm_*_par.
+ *
+ * With bf16 products (cpu_rnn_dir.dnnl) every product takes bf16 operands
+ * through oneDNN with fp32 accumulation: the layer input and output are the
+ * caller's bf16 copies, each step's h is rounded into out16 as it is made
+ * (the next step's product reads it), and the gate gradients are rounded
+ * into bf16 copies beside their fp32 values (the bias gradients and the
+ * gate arithmetic stay fp32). */
 #include "cpu_rnn.h"
 
 #include <math.h>
@@ -20,6 +27,7 @@
 #include "cpu_blas.h"
 #include "cpu_math.h"
 #include "rnnd/config.h"
+#include "rnnd/half.h"
 
 /* Unit slices are multiples of 8 floats: whole vectors for the gate loops. */
 #define UNIT_ALIGN 8
@@ -55,15 +63,16 @@ typedef struct {
   int rows;
   const float *h, *c;
   int ldh, ldc;
+  const uint16_t *h16; /* bf16 products: the same rows of h in bf16 (stride ldh) */
 } prior_state;
 
 static prior_state state_before(const cpu_rnn_dir *d, const rnnd_batch *b, int t, const float *out, int ldo,
                                 const float *extra) {
   const int H = d->hidden;
-  prior_state p = {0, NULL, NULL, 0, 0};
+  prior_state p = {0, NULL, NULL, 0, 0, NULL};
   if (!d->reverse && t == 0) {
     int ld0 = d->ld0 ? d->ld0 : H;
-    if (d->h0) p = (prior_state){b->batch_sizes[0], d->h0, d->c0, ld0, ld0};
+    if (d->h0) p = (prior_state){b->batch_sizes[0], d->h0, d->c0, ld0, ld0, NULL};
   } else if (d->reverse ? t != b->n_steps - 1 : 1) {
     int prev = d->reverse ? t + 1 : t - 1;
     int64_t prev0 = b->step_offsets[prev];
@@ -72,6 +81,7 @@ static prior_state state_before(const cpu_rnn_dir *d, const rnnd_batch *b, int t
     p.c = extra ? extra + prev0 * H : NULL;
     p.ldh = ldo;
     p.ldc = H;
+    p.h16 = d->out16 ? d->out16 + prev0 * ldo : NULL;
   }
   return p;
 }
@@ -81,10 +91,19 @@ static int step_at(const cpu_rnn_dir *d, const rnnd_batch *b, int k) {
   return d->reverse ? b->n_steps - 1 - k : k;
 }
 
+/* bf16 products: the previous state in bf16 for step t's product: the
+ * previous step's rows of out16, or the initial state converted into h0_16. */
+static const uint16_t *state16(const prior_state *p, const cpu_rnn_scratch *s, int hidden, int *ld) {
+  *ld = p->h16 ? p->ldh : hidden;
+  return p->h16 ? p->h16 : s->h0_16;
+}
+
 /* gates[:, q*H + u] = bias + h_prev W_hh^T for the member's units u, all gates q. */
-static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, int with_state, const float *h_prev, int ldh,
-                              float *out, int ldo, int accumulate, unit_slice u) {
+static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, const prior_state *p,
+                              const cpu_rnn_scratch *s, float *out, int ldo, int accumulate, unit_slice u) {
   const int H = d->hidden, width = u.end - u.begin;
+  int ld16 = 0;
+  const uint16_t *h16 = d->dnnl ? state16(p, s, H, &ld16) : NULL;
   for (int q = 0; q < gates; q++) {
     const float *bias = d->b_hh + q * H + u.begin;
     float *col = out + q * H + u.begin;
@@ -95,8 +114,12 @@ static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, int wit
       else
         memcpy(o, bias, (size_t)width * sizeof *o);
     }
-    if (with_state)
-      gemm_nt(with_state, width, H, h_prev, ldh, d->w_hh + (int64_t)(q * H + u.begin) * H, H, col, ldo, 1.0f);
+    if (!p->rows) continue;
+    if (d->dnnl)
+      bf16_gemm_nt(d->dnnl, p->rows, width, H, h16, ld16, d->w_hh16 + (int64_t)(q * H + u.begin) * H, H, col, ldo,
+                   1.0f);
+    else
+      gemm_nt(p->rows, width, H, p->h, p->ldh, d->w_hh + (int64_t)(q * H + u.begin) * H, H, col, ldo, 1.0f);
   }
 }
 
@@ -106,7 +129,7 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, out, ldo, NULL);
   float *gh = s->step_gates;
-  recurrent_product(d, 3, bs, p.rows, p.h, p.ldh, gh, G, 0, u);
+  recurrent_product(d, 3, bs, &p, s, gh, G, 0, u);
   for (int i = 0; i < bs; i++) {
     float *g = sv->gates + (row0 + i) * G, *hn_saved = sv->extra + (row0 + i) * H;
     float *h = out + (row0 + i) * ldo;
@@ -117,6 +140,7 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
       float hn = ghi[2 * H + j];
       float n = fast_tanhf(g[2 * H + j] + r * hn);
       h[j] = n + z * (hp[j] - n);
+      if (d->out16) d->out16[(row0 + i) * ldo + j] = rnnd_f32_to_bf16(h[j]);
       g[j] = r;
       g[H + j] = z;
       g[2 * H + j] = n;
@@ -131,7 +155,7 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, out, ldo, sv->extra);
   float *gates = sv->gates + row0 * G;
-  recurrent_product(d, 4, bs, p.rows, p.h, p.ldh, gates, G, 1, u);
+  recurrent_product(d, 4, bs, &p, s, gates, G, 1, u);
   for (int i = 0; i < bs; i++) {
     float *g = gates + (int64_t)i * G, *c = sv->extra + (row0 + i) * H, *h = out + (row0 + i) * ldo;
     const float *cp = i < p.rows ? p.c + (int64_t)i * p.ldc : s->zeros;
@@ -141,6 +165,7 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
       float cell = ig * gg + fg * cp[j];
       c[j] = cell;
       h[j] = og * fast_tanhf(cell);
+      if (d->out16) d->out16[(row0 + i) * ldo + j] = rnnd_f32_to_bf16(h[j]);
       g[j] = ig;
       g[H + j] = fg;
       g[2 * H + j] = gg;
@@ -150,11 +175,24 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
 }
 
 
+/* bf16 products: the initial state of a forward direction in bf16, for its first step. */
+static void initial_state16(const cpu_rnn_dir *d, const rnnd_batch *b, cpu_rnn_scratch *s) {
+  if (!d->dnnl || d->reverse || !d->h0) return;
+  const int H = d->hidden, ld0 = d->ld0 ? d->ld0 : H;
+  for (int i = 0; i < b->batch_sizes[0]; i++)
+    for (int j = 0; j < H; j++) s->h0_16[(int64_t)i * H + j] = rnnd_f32_to_bf16(d->h0[(int64_t)i * ld0 + j]);
+}
+
 void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, float *out, int ldo,
                      cpu_rnn_saved *saved, cpu_rnn_scratch *s) {
   const int lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * d->hidden;
   fill_rows(saved->gates, b->n_tokens, G, d->b_ih);
-  gemm_nt_par((int)b->n_tokens, G, d->input_size, x, ldx, d->w_ih, d->input_size, saved->gates, G, 1.0f);
+  if (d->dnnl)
+    bf16_gemm_nt(d->dnnl, (int)b->n_tokens, G, d->input_size, d->x16, ldx, d->w_ih16, d->input_size, saved->gates, G,
+                 1.0f);
+  else
+    gemm_nt_par((int)b->n_tokens, G, d->input_size, x, ldx, d->w_ih, d->input_size, saved->gates, G, 1.0f);
+  initial_state16(d, b, s);
 #pragma omp parallel num_threads(team_size(d->hidden))
   {
     unit_slice u = my_units(d->hidden);
@@ -198,6 +236,14 @@ static void gru_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t,
       dgh_row[2 * H + j] = dn_pre * r;
       carry_out[j] = dh * z;
     }
+    if (d->dnnl) {
+      uint16_t *gi16 = s->d_ih16 + (row0 + i) * G, *gh16 = s->d_hh16 + (row0 + i) * G;
+      for (int q = 0; q < 3; q++)
+        for (int j = q * H + u.begin; j < q * H + u.end; j++) {
+          gi16[j] = rnnd_f32_to_bf16(dgi_row[j]);
+          gh16[j] = rnnd_f32_to_bf16(dgh_row[j]);
+        }
+    }
   }
 }
 
@@ -227,6 +273,11 @@ static void lstm_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t
       dg_row[3 * H + j] = dh * tc * og * (1.0f - og);
       carry_c_out[j] = dc * fg;
     }
+    if (d->dnnl) {
+      uint16_t *g16 = s->d_ih16 + (row0 + i) * G;
+      for (int q = 0; q < 4; q++)
+        for (int j = q * H + u.begin; j < q * H + u.end; j++) g16[j] = rnnd_f32_to_bf16(dg_row[j]);
+    }
   }
 }
 
@@ -237,6 +288,7 @@ static void backward_through_time(const cpu_rnn_dir *d, const rnnd_batch *b, con
                                   const float *dout, int lddo, const cpu_rnn_saved *sv, cpu_rnn_scratch *s) {
   const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H;
   const float *d_hh = lstm ? s->d_gates_ih : s->d_gates_hh;
+  const uint16_t *d_hh16 = lstm ? s->d_ih16 : s->d_hh16;
   /* a later segment's gradient enters as the carry into the last step */
   const int last_rows = d->dh_last ? d->last_rows : 0;
   if (last_rows) {
@@ -253,7 +305,10 @@ static void backward_through_time(const cpu_rnn_dir *d, const rnnd_batch *b, con
       else gru_backward_gates(d, b, t, out, ldo, dout, lddo, sv, s, carried, u);
 #pragma omp barrier
       int with_state = state_before(d, b, t, NULL, 0, NULL).rows;
-      if (with_state)
+      if (with_state && d->dnnl)
+        bf16_gemm_nn(d->dnnl, with_state, u.end - u.begin, G, d_hh16 + b->step_offsets[t] * G, G, d->w_hh16 + u.begin,
+                     H, s->carry_h + u.begin, H, lstm ? 0.0f : 1.0f);
+      else if (with_state)
         gemm_nn(with_state, u.end - u.begin, G, d_hh + b->step_offsets[t] * G, G, d->w_hh + u.begin, H,
                 s->carry_h + u.begin, H, lstm ? 0.0f : 1.0f);
       carried = with_state;
@@ -279,17 +334,49 @@ static void gather_previous_states(const cpu_rnn_dir *d, const rnnd_batch *b, co
 }
 
 
-void cpu_rnn_backward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, const float *out,
-                      int ldo, const float *dout, int lddo, const cpu_rnn_saved *saved, float *dx, int lddx,
-                      float dx_beta, cpu_rnn_scratch *s) {
-  const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H;
+/* The same in bf16 from out16 (the initial state converted from h0). */
+static void gather_previous_states16(const cpu_rnn_dir *d, const rnnd_batch *b, int ldo, uint16_t *h_prev) {
+  const int H = d->hidden;
+  for (int t = 0; t < b->n_steps; t++) {
+    const int64_t row0 = b->step_offsets[t];
+    const prior_state p = state_before(d, b, t, NULL, ldo, NULL);
+    for (int i = 0; i < p.rows; i++) {
+      uint16_t *dst = h_prev + (row0 + i) * H;
+      if (p.h16) memcpy(dst, p.h16 + (int64_t)i * p.ldh, (size_t)H * sizeof *dst);
+      else
+        for (int j = 0; j < H; j++) dst[j] = rnnd_f32_to_bf16(d->h0[(int64_t)i * p.ldh + j]);
+    }
+    memset(h_prev + (row0 + p.rows) * H, 0, (size_t)(b->batch_sizes[t] - p.rows) * H * sizeof *h_prev);
+  }
+}
+
+/* The weight gradients and dx as whole-batch products. */
+static void batch_products(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, const float *out,
+                           int ldo, float *dx, int lddx, float dx_beta, cpu_rnn_scratch *s) {
+  const int H = d->hidden, lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * H, in = d->input_size;
   const int T = (int)b->n_tokens;
-  backward_through_time(d, b, out, ldo, dout, lddo, saved, s);
+  if (d->dnnl) {
+    const uint16_t *d_ih16 = s->d_ih16, *d_hh16 = lstm ? s->d_ih16 : s->d_hh16;
+    gather_previous_states16(d, b, ldo, s->h_prev16);
+    bf16_gemm_tn(d->dnnl, G, H, T, d_hh16, G, s->h_prev16, H, d->gw_hh, H, 1.0f);
+    bf16_gemm_tn(d->dnnl, G, in, T, d_ih16, G, d->x16, ldx, d->gw_ih, in, 1.0f);
+    bf16_gemm_nn(d->dnnl, T, in, G, d_ih16, G, d->w_ih16, in, dx, lddx, dx_beta);
+    return;
+  }
   const float *d_ih = s->d_gates_ih, *d_hh = lstm ? s->d_gates_ih : s->d_gates_hh;
   gather_previous_states(d, b, out, ldo, s->h_prev);
   gemm_tn_par(G, H, T, d_hh, G, s->h_prev, H, d->gw_hh, H, 1.0f);
-  gemm_tn_par(G, d->input_size, T, d_ih, G, x, ldx, d->gw_ih, d->input_size, 1.0f);
-  add_column_sums(d->gb_ih, d_ih, T, G);
-  add_column_sums(d->gb_hh, d_hh, T, G);
-  gemm_nn_par(T, d->input_size, G, d_ih, G, d->w_ih, d->input_size, dx, lddx, dx_beta);
+  gemm_tn_par(G, in, T, d_ih, G, x, ldx, d->gw_ih, in, 1.0f);
+  gemm_nn_par(T, in, G, d_ih, G, d->w_ih, in, dx, lddx, dx_beta);
+}
+
+void cpu_rnn_backward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, const float *out,
+                      int ldo, const float *dout, int lddo, const cpu_rnn_saved *saved, float *dx, int lddx,
+                      float dx_beta, cpu_rnn_scratch *s) {
+  const int lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * d->hidden;
+  const int T = (int)b->n_tokens;
+  backward_through_time(d, b, out, ldo, dout, lddo, saved, s);
+  batch_products(d, b, x, ldx, out, ldo, dx, lddx, dx_beta, s);
+  add_column_sums(d->gb_ih, s->d_gates_ih, T, G);
+  add_column_sums(d->gb_hh, lstm ? s->d_gates_ih : s->d_gates_hh, T, G);
 }

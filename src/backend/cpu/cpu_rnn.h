@@ -8,6 +8,7 @@
 #ifndef RNND_CPU_RNN_H
 #define RNND_CPU_RNN_H
 
+#include "cpu_dnnl.h"
 #include "rnnd/batch.h"
 
 typedef struct {
@@ -28,6 +29,16 @@ typedef struct {
   const float *dh_last, *dc_last;
   int last_rows;
   float *dh0, *dc0;
+  /* bf16 products (all NULL: fp32 through the BLAS): oneDNN, the weights
+   * in bf16, and the layer's input and output in bf16 words with the same
+   * leading dimensions as x and out (out16 at this direction's first
+   * column). Forward writes each step's h into out16 as it goes, which the
+   * next step's recurrent product reads; backward reads both. The gate
+   * arithmetic stays fp32. */
+  cpu_dnnl *dnnl;
+  const uint16_t *w_ih16, *w_hh16;
+  const uint16_t *x16;
+  uint16_t *out16;
 } cpu_rnn_dir;
 
 /* Activations one direction keeps for its backward pass. */
@@ -46,6 +57,11 @@ typedef struct {
   float *h_prev;      /* [tokens, H] */
   float *zeros;       /* [H] all zero: the state before a piece starts */
   float *sink;        /* [max_pieces, H] write target for carries nobody reads */
+  /* bf16 products only (else NULL) */
+  uint16_t *h0_16;    /* [max_pieces, H] the initial state, for the first step's product */
+  uint16_t *d_ih16;   /* [tokens, gates*H] the gate gradients in bf16 */
+  uint16_t *d_hh16;   /* [tokens, gates*H] (GRU only) */
+  uint16_t *h_prev16; /* [tokens, H] */
 } cpu_rnn_scratch;
 
 /* out points at this direction's first column; ld* are row strides. */

@@ -187,6 +187,7 @@ static const rnnd_backend_ops cuda_ops = {
     .carry_state = cuda_carry_state,
     .last_stats = cuda_last_stats,
     .workspace_growths = cuda_workspace_growths,
+    .describe = NULL, /* cuDNN and cuBLAS: the device line names the GPU */
 };
 
 /* --- creation ------------------------------------------------------------- */
