@@ -2,17 +2,23 @@
 #include "rnnd/half.h"
 
 void rnnd_f32_to_half_array(rnnd_dtype t, uint16_t *dst, const float *src, size_t n) {
-  if (t == RNND_DTYPE_BF16)
+  if (t == RNND_DTYPE_BF16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] = rnnd_f32_to_bf16(src[i]);
-  else
+  } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] = rnnd_f32_to_f16(src[i]);
+  }
 }
 
 void rnnd_half_to_f32_array(rnnd_dtype t, float *dst, const uint16_t *src, size_t n) {
-  if (t == RNND_DTYPE_BF16)
+  if (t == RNND_DTYPE_BF16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] = rnnd_bf16_to_f32(src[i]);
-  else
+  } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] = rnnd_f16_to_f32(src[i]);
+  }
 }
 
 const char *rnnd_dtype_name(rnnd_dtype t) {

@@ -7,6 +7,21 @@
 
 #include "rnnd/common.h"
 
+/* Sums of squares over the parameters run in fixed chunks whose partial
+ * sums are added in chunk order, so a norm is the same for any number of
+ * threads; the elementwise updates are split over the OpenMP team. */
+#define CHUNK 32768
+
+static size_t chunks_of(size_t n) { return (n + CHUNK - 1) / CHUNK; }
+
+/* Sum of the partials in chunk order (partials freed here). */
+static double sum_partials(double *partials, size_t chunks) {
+  double sum = 0.0;
+  for (size_t c = 0; c < chunks; c++) sum += partials[c];
+  free(partials);
+  return sum;
+}
+
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel) {
   memset(opt, 0, sizeof *opt);
   opt->kind = cfg->optimizer;
@@ -39,34 +54,46 @@ static double adam_step(rnnd_optimizer *opt, float *params, const float *grads, 
   const float step_size = (float)(lr / (1.0 - pow(opt->beta1, t)));
   const float correction2_sqrt = (float)sqrt(1.0 - pow(opt->beta2, t));
   float *m = opt->m, *v = opt->v;
-  double squares = 0.0;
-  for (size_t i = 0; i < opt->numel; i++) {
-    float g = grads[i] + wd * params[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * g;
-    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-    float denom = sqrtf(v[i]) / correction2_sqrt + eps;
-    float update = step_size * (m[i] / denom);
-    params[i] -= update;
-    squares += (double)update * update;
+  const size_t n = opt->numel, chunks = chunks_of(n);
+  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "update norm partials");
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; c++) {
+    double squares = 0.0;
+    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) {
+      float g = grads[i] + wd * params[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * g;
+      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+      float denom = sqrtf(v[i]) / correction2_sqrt + eps;
+      float update = step_size * (m[i] / denom);
+      params[i] -= update;
+      squares += (double)update * update;
+    }
+    partials[c] = squares;
   }
-  return sqrt(squares);
+  return sqrt(sum_partials(partials, chunks));
 }
 
 /* torch.optim.SGD with dampening 0: buf = momentum * buf + g (buf = g on the
  * first step), p -= lr * buf. */
 static double sgd_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
   const float mu = (float)opt->momentum, wd = (float)opt->weight_decay, rate = (float)lr;
-  double squares = 0.0;
-  for (size_t i = 0; i < opt->numel; i++) {
-    float g = grads[i] + wd * params[i];
-    if (mu != 0.0f) {
-      opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
-      g = opt->m[i];
+  const size_t n = opt->numel, chunks = chunks_of(n);
+  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "update norm partials");
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; c++) {
+    double squares = 0.0;
+    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) {
+      float g = grads[i] + wd * params[i];
+      if (mu != 0.0f) {
+        opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
+        g = opt->m[i];
+      }
+      params[i] -= rate * g;
+      squares += (double)(rate * g) * (rate * g);
     }
-    params[i] -= rate * g;
-    squares += (double)(rate * g) * (rate * g);
+    partials[c] = squares;
   }
-  return sqrt(squares);
+  return sqrt(sum_partials(partials, chunks));
 }
 
 double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
@@ -75,9 +102,15 @@ double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, do
 }
 
 double flat_norm(const float *x, size_t n) {
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++) sum += (double)x[i] * x[i];
-  return sqrt(sum);
+  const size_t chunks = chunks_of(n);
+  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "norm partials");
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; c++) {
+    double sum = 0.0;
+    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) sum += (double)x[i] * x[i];
+    partials[c] = sum;
+  }
+  return sqrt(sum_partials(partials, chunks));
 }
 
 double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_steps) {
@@ -104,6 +137,7 @@ double clip_coefficient(double norm, double max_norm) {
 void grad_scale(float *grads, size_t numel, double coef) {
   if (coef == 1.0) return;
   float c = (float)coef;
+#pragma omp parallel for schedule(static)
   for (size_t i = 0; i < numel; i++) grads[i] *= c;
 }
 

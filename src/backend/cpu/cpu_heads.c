@@ -41,23 +41,80 @@ static void decoder_backward(cpu_backend *cb, const float *params, float *grads,
   gemm_nn_par(rows, top, V, cb->logits, V, params + w, top, dy + r0 * top, top, 0.0f);
 }
 
+/* logits + bias in place; returns the row's largest value (16 fixed lanes,
+ * as row_max). */
+static float add_bias_and_max(float *row, const float *bias, int n) {
+  float lane[16];
+  for (int k = 0; k < 16; k++) lane[k] = row[0] + bias[0];
+  int j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) {
+      float v = row[j + k] + bias[j + k];
+      row[j + k] = v;
+      lane[k] = v > lane[k] ? v : lane[k];
+    }
+  float max = lane[0];
+  for (int k = 1; k < 16; k++) max = lane[k] > max ? lane[k] : max;
+  for (; j < n; j++) {
+    row[j] += bias[j];
+    max = row[j] > max ? row[j] : max;
+  }
+  return max;
+}
+
+/* row = exp(row - max) in place; returns its sum (16 fixed lanes, as row_sum). */
+static float exp_and_sum(float *row, int n, float max) {
+  float lane[16] = {0};
+  int j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) {
+      float e = fast_expf(row[j + k] - max);
+      row[j + k] = e;
+      lane[k] += e;
+    }
+  float sum = 0.0f;
+  for (int k = 0; k < 16; k++) sum += lane[k];
+  for (; j < n; j++) {
+    row[j] = fast_expf(row[j] - max);
+    sum += row[j];
+  }
+  return sum;
+}
+
+/* row[j] = row[j] * scale for j in [begin, end), added into the bias
+ * partial, and (bf16 products) rounded into row16. */
+static void scale_and_add(float *row, int begin, int end, float scale, float *bias_partial, uint16_t *row16) {
+  for (int j = begin; j < end; j++) {
+    float g = row[j] * scale;
+    row[j] = g;
+    bias_partial[j] += g;
+  }
+  if (row16)
+    for (int j = begin; j < end; j++) row16[j] = rnnd_f32_to_bf16(row[j]);
+}
+
 /* One chunk of softmax rows. Training turns each row into
  * weight * (softmax - onehot(target)), the gradient of the loss, and adds
- * the chunk's rows into its own bias-gradient partial while they are in cache. */
+ * the chunk's rows into its own bias-gradient partial while they are in
+ * cache. The passes over a row are fused, each value computed as the
+ * separate passes did (softmax_row's order), so results are unchanged. */
 static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *targets, int first, int rows,
                           float weight, float *bias_partial) {
   const int V = cb->vocab;
   for (int i = first; i < first + rows; i++) {
-    float *row = cb->logits + (int64_t)i * V, sum;
-    for (int j = 0; j < V; j++) row[j] += bias[j];
-    cb->row_nll[i] = softmax_row(row, V, targets[i], &sum);
+    float *row = cb->logits + (int64_t)i * V;
+    const int target = targets[i];
+    float max = add_bias_and_max(row, bias, V), target_logit = row[target];
+    float sum = exp_and_sum(row, V, max);
+    cb->row_nll[i] = (double)logf(sum) + (double)max - (double)target_logit;
     if (weight <= 0.0f) continue;
     float scale = weight / sum;
-    for (int j = 0; j < V; j++) row[j] *= scale;
-    row[targets[i]] -= weight;
-    for (int j = 0; j < V; j++) bias_partial[j] += row[j];
-    if (cb->dlogits16)
-      for (int j = 0; j < V; j++) cb->dlogits16[(int64_t)i * V + j] = rnnd_f32_to_bf16(row[j]);
+    uint16_t *row16 = cb->dlogits16 ? cb->dlogits16 + (int64_t)i * V : NULL;
+    scale_and_add(row, 0, target, scale, bias_partial, row16);
+    row[target] = row[target] * scale - weight;
+    bias_partial[target] += row[target];
+    if (row16) row16[target] = rnnd_f32_to_bf16(row[target]);
+    scale_and_add(row, target + 1, V, scale, bias_partial, row16);
   }
 }
 
