@@ -37,7 +37,8 @@ void loss_scaler_init(rnnd_loss_scaler *s, const rnnd_amp_config *cfg, rnnd_dtyp
 int loss_scaler_update(rnnd_loss_scaler *s, int finite);
 
 /* Rounds x[0..n) to the 16-bit format t in place (values stay floats) and
- * returns how many non-zero values became zero (underflow). */
-size_t amp_round_to_half(rnnd_dtype t, float *x, size_t n);
+ * returns how many non-zero values became zero (underflow); *nonzero (when
+ * not NULL) gets how many were non-zero before. */
+size_t amp_round_to_half(rnnd_dtype t, float *x, size_t n, size_t *nonzero);
 
 #endif

@@ -24,6 +24,11 @@ typedef struct {
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel);
 /* Applies one update and returns its L2 norm (for the update-to-weight ratio). */
 double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr);
+/* The same on the gradient times clip (1: as it is), computed on the fly
+ * exactly as grad_clip would have scaled it (grads is not written); in the
+ * same pass *param_norm (when not NULL) gets the new weights' L2 norm. */
+double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, double lr, double clip,
+                        double *param_norm);
 /* L2 norm of a flat buffer, accumulated in double. */
 double flat_norm(const float *x, size_t n);
 size_t optimizer_state_bytes(const rnnd_optimizer *opt);
@@ -34,6 +39,9 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 
 /* L2 norm of the whole gradient (accumulated in double). */
 double grad_global_norm(const float *grads, size_t numel);
+/* grads /= scale (as a multiply by the float 1 / scale; nothing when scale is
+ * 1) and, in the same pass, the L2 norm of the result. */
+double grad_unscale_norm(float *grads, size_t numel, double scale);
 /* The coefficient clip_grad_norm_ applies to a gradient of norm `norm`:
  * max_norm / (norm + 1e-6) when that is below 1, else 1 (and 1 when
  * max_norm <= 0: clipping off). Every step implementation uses this one. */

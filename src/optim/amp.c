@@ -30,13 +30,15 @@ int loss_scaler_update(rnnd_loss_scaler *s, int finite) {
   return 1;
 }
 
-size_t amp_round_to_half(rnnd_dtype t, float *x, size_t n) {
-  size_t underflow = 0;
-#pragma omp parallel for schedule(static) reduction(+ : underflow)
+size_t amp_round_to_half(rnnd_dtype t, float *x, size_t n, size_t *nonzero) {
+  size_t underflow = 0, live = 0;
+#pragma omp parallel for schedule(static) reduction(+ : underflow, live)
   for (size_t i = 0; i < n; i++) {
     float r = rnnd_half_to_f32(t, rnnd_f32_to_half(t, x[i]));
+    live += x[i] != 0.0f;
     underflow += r == 0.0f && x[i] != 0.0f;
     x[i] = r;
   }
+  if (nonzero) *nonzero = live;
   return underflow;
 }

@@ -45,60 +45,82 @@ void optimizer_free(rnnd_optimizer *opt) {
   memset(opt, 0, sizeof *opt);
 }
 
-/* Same operation order as torch.optim.Adam (single-tensor path):
+/* Squares of one chunk's update and new weights (one pass computes both). */
+typedef struct {
+  double update, weights;
+} chunk_squares;
+
+/* Same operation order as torch.optim.Adam (single-tensor path), on the
+ * gradient times clip (as grad_clip would have left it):
  * denom = sqrt(v) / sqrt(1 - b2^t) + eps;  p -= lr / (1 - b1^t) * m / denom. */
-static double adam_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
+static chunk_squares adam_chunk(rnnd_optimizer *opt, float *params, const float *grads, size_t begin, size_t end,
+                                float clip, float step_size, float correction2_sqrt) {
   const float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
   const float wd = (float)opt->weight_decay;
-  const double t = (double)opt->steps;
-  const float step_size = (float)(lr / (1.0 - pow(opt->beta1, t)));
-  const float correction2_sqrt = (float)sqrt(1.0 - pow(opt->beta2, t));
   float *m = opt->m, *v = opt->v;
-  const size_t n = opt->numel, chunks = chunks_of(n);
-  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "update norm partials");
-#pragma omp parallel for schedule(static)
-  for (size_t c = 0; c < chunks; c++) {
-    double squares = 0.0;
-    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) {
-      float g = grads[i] + wd * params[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * g;
-      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      float denom = sqrtf(v[i]) / correction2_sqrt + eps;
-      float update = step_size * (m[i] / denom);
-      params[i] -= update;
-      squares += (double)update * update;
-    }
-    partials[c] = squares;
+  chunk_squares sq = {0.0, 0.0};
+  for (size_t i = begin; i < end; i++) {
+    float grad = clip != 1.0f ? grads[i] * clip : grads[i];
+    float g = grad + wd * params[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g;
+    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+    float denom = sqrtf(v[i]) / correction2_sqrt + eps;
+    float update = step_size * (m[i] / denom);
+    params[i] -= update;
+    sq.update += (double)update * update;
+    sq.weights += (double)params[i] * params[i];
   }
-  return sqrt(sum_partials(partials, chunks));
+  return sq;
 }
 
 /* torch.optim.SGD with dampening 0: buf = momentum * buf + g (buf = g on the
  * first step), p -= lr * buf. */
-static double sgd_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
-  const float mu = (float)opt->momentum, wd = (float)opt->weight_decay, rate = (float)lr;
-  const size_t n = opt->numel, chunks = chunks_of(n);
-  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "update norm partials");
-#pragma omp parallel for schedule(static)
-  for (size_t c = 0; c < chunks; c++) {
-    double squares = 0.0;
-    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) {
-      float g = grads[i] + wd * params[i];
-      if (mu != 0.0f) {
-        opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
-        g = opt->m[i];
-      }
-      params[i] -= rate * g;
-      squares += (double)(rate * g) * (rate * g);
+static chunk_squares sgd_chunk(rnnd_optimizer *opt, float *params, const float *grads, size_t begin, size_t end,
+                               float clip, float rate) {
+  const float mu = (float)opt->momentum, wd = (float)opt->weight_decay;
+  chunk_squares sq = {0.0, 0.0};
+  for (size_t i = begin; i < end; i++) {
+    float grad = clip != 1.0f ? grads[i] * clip : grads[i];
+    float g = grad + wd * params[i];
+    if (mu != 0.0f) {
+      opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
+      g = opt->m[i];
     }
-    partials[c] = squares;
+    params[i] -= rate * g;
+    sq.update += (double)(rate * g) * (rate * g);
+    sq.weights += (double)params[i] * params[i];
   }
-  return sqrt(sum_partials(partials, chunks));
+  return sq;
+}
+
+double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, double lr, double clip,
+                        double *param_norm) {
+  opt->steps++;
+  const int adam = opt->kind == RNND_OPT_ADAM;
+  const double t = (double)opt->steps;
+  const float step_size = adam ? (float)(lr / (1.0 - pow(opt->beta1, t))) : (float)lr;
+  const float correction2_sqrt = adam ? (float)sqrt(1.0 - pow(opt->beta2, t)) : 1.0f;
+  const float c = clip == 1.0 ? 1.0f : (float)clip;
+  const size_t n = opt->numel, chunks = chunks_of(n);
+  chunk_squares *partials = RNND_ALLOC(chunk_squares, chunks ? chunks : 1, "update norm partials");
+#pragma omp parallel for schedule(static)
+  for (size_t k = 0; k < chunks; k++) {
+    size_t begin = k * CHUNK, end = begin + CHUNK < n ? begin + CHUNK : n;
+    partials[k] = adam ? adam_chunk(opt, params, grads, begin, end, c, step_size, correction2_sqrt)
+                       : sgd_chunk(opt, params, grads, begin, end, c, (float)lr);
+  }
+  double update = 0.0, weights = 0.0;
+  for (size_t k = 0; k < chunks; k++) {
+    update += partials[k].update;
+    weights += partials[k].weights;
+  }
+  free(partials);
+  if (param_norm) *param_norm = sqrt(weights);
+  return sqrt(update);
 }
 
 double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
-  opt->steps++;
-  return opt->kind == RNND_OPT_ADAM ? adam_step(opt, params, grads, lr) : sgd_step(opt, params, grads, lr);
+  return optimizer_update(opt, params, grads, lr, 1.0, NULL);
 }
 
 double flat_norm(const float *x, size_t n) {
@@ -127,6 +149,22 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 }
 
 double grad_global_norm(const float *grads, size_t numel) { return flat_norm(grads, numel); }
+
+double grad_unscale_norm(float *grads, size_t numel, double scale) {
+  const float inverse = (float)(1.0 / scale);
+  const size_t chunks = chunks_of(numel);
+  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "norm partials");
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; c++) {
+    double sum = 0.0;
+    for (size_t i = c * CHUNK; i < numel && i < (c + 1) * CHUNK; i++) {
+      if (scale != 1.0) grads[i] *= inverse;
+      sum += (double)grads[i] * grads[i];
+    }
+    partials[c] = sum;
+  }
+  return sqrt(sum_partials(partials, chunks));
+}
 
 double clip_coefficient(double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;

@@ -32,6 +32,12 @@ typedef struct {
 
 static host_step *host_of(rnnd_step *s) { return (host_step *)s; }
 
+/* x[0..n) = 0 over the OpenMP team (the gradient is tens of MiB). */
+static void zero_floats(float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
 /* The weights the next step computes with: the master rounded to 16 bits. */
 static void refresh_compute_copy(host_step *h) {
   if (h->options.precision == RNND_DTYPE_F32) return;
@@ -45,9 +51,7 @@ static void host_load(rnnd_step *s) { refresh_compute_copy(host_of(s)); }
  * Returns the share of non-zero values that underflowed. */
 static double round_to_wire(host_step *h) {
   if (h->options.precision == RNND_DTYPE_F32 || h->options.wire == RNND_DTYPE_F32) return 0.0;
-  size_t nonzero = 0;
-  for (size_t i = 0; i < h->numel; i++) nonzero += h->grads[i] != 0.0f;
-  size_t lost = amp_round_to_half(h->options.wire, h->grads, h->numel);
+  size_t nonzero = 0, lost = amp_round_to_half(h->options.wire, h->grads, h->numel, &nonzero);
   return nonzero ? (double)lost / (double)nonzero : 0.0;
 }
 
@@ -60,19 +64,13 @@ static void reduce_measurements(host_step *h, rnnd_step_gradient *out) {
   out->nll = sums[4];
 }
 
-static void unscale(float *grads, size_t n, double scale) {
-  if (scale == 1.0) return;
-  const float inverse = (float)(1.0 / scale);
-  for (size_t i = 0; i < n; i++) grads[i] *= inverse;
-}
-
 static void host_gradients(rnnd_step *s, const rnnd_batch *share, const rnnd_dropout *dr,
                            const rnnd_step_request *req, rnnd_step_gradient *out) {
   host_step *h = host_of(s);
   rnnd_backend *be = s->backend;
   memset(out, 0, sizeof *out);
   double start = rnnd_now();
-  memset(h->grads, 0, h->numel * sizeof *h->grads);
+  zero_floats(h->grads, h->numel);
   if (share && share->n_tokens > 0) {
     out->nll = be->ops->train_batch(be, s->compute_params, h->grads, share, dr, req->loss_weight);
     if (be->ops->last_stats) be->ops->last_stats(be, &out->head);
@@ -85,16 +83,13 @@ static void host_gradients(rnnd_step *s, const rnnd_batch *share, const rnnd_dro
   reduce_measurements(h, out);
   out->compute_s = computed - start;
   out->comm_s = rnnd_now() - computed;
-  unscale(h->grads, h->numel, req->loss_scale);
-  out->grad_norm = grad_global_norm(h->grads, h->numel);
+  out->grad_norm = grad_unscale_norm(h->grads, h->numel, req->loss_scale);
 }
 
 static double host_update(rnnd_step *s, double lr, double clip, double *param_norm) {
   host_step *h = host_of(s);
-  grad_scale(h->grads, h->numel, clip);
-  double update_norm = optimizer_step(s->optimizer, s->params, h->grads, lr);
+  double update_norm = optimizer_update(s->optimizer, s->params, h->grads, lr, clip, param_norm);
   refresh_compute_copy(h);
-  *param_norm = flat_norm(s->params, h->numel);
   return update_norm;
 }
 

@@ -114,7 +114,7 @@ static step_outcome reference_step(reference *r, const step_case *c, const rnnd_
   memset(r->grads, 0, n * sizeof *r->grads);
   rnnd_dropout dr = {31, step, 0.1f};
   o.nll = r->be->ops->train_batch(r->be, r->compute, r->grads, b, &dr, (float)(o.scale / (double)b->n_tokens));
-  if (c->precision != RNND_DTYPE_F32) amp_round_to_half(c->precision, r->grads, n);
+  if (c->precision != RNND_DTYPE_F32) amp_round_to_half(c->precision, r->grads, n, NULL);
   if (step == c->nan_step) r->grads[n - 1] = NAN;
   const float inverse = (float)(1.0 / o.scale);
   for (size_t i = 0; i < n && o.scale != 1.0; i++) r->grads[i] *= inverse;

@@ -52,10 +52,17 @@ static inline void fill_rows(float *dst, int64_t rows, int width, const float *r
   for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
 }
 
-/* dst[j] += sum over rows of m[i, j] (bias gradients). */
+/* dst[j] += sum over rows of m[i, j] (bias gradients). Blocks of columns
+ * go to the OpenMP team; each column adds its rows in order, so the sums
+ * are the same for any thread count. */
 static inline void add_column_sums(float *dst, const float *m, int64_t rows, int cols) {
-  for (int64_t i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) dst[j] += m[i * cols + j];
+  const int block = 64, blocks = (cols + block - 1) / block;
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+  for (int c = 0; c < blocks; c++) {
+    const int j0 = c * block, j1 = j0 + block < cols ? j0 + block : cols;
+    for (int64_t i = 0; i < rows; i++)
+      for (int j = j0; j < j1; j++) dst[j] += m[i * cols + j];
+  }
 }
 
 /* Index of the largest value (the first of equals). */
