@@ -20,11 +20,12 @@
  * (train.bptt_segment); the "memory" line then shows the smaller activation
  * and workspace bytes, and "peak_rss_mib" the process's peak resident set.
  *
- * --roofline 1 (CPU) also times the backend's sgemm on exactly the products
- * of one step (gemm_rate.h) and prints the line
+ * --roofline 1 (CPU) also times the library the step's products run on (the
+ * BLAS's sgemm, or with bf16 products oneDNN in bf16) on exactly the
+ * products of one step (gemm_rate.h) and prints the line
  * "roofline flops_per_token <n> products_flops_per_token <m> achieved_gflops <x>
- * sgemm_gflops <y> shapes <k> efficiency <x/y>" (m: the same count taken from
- * the products of the last batch, a cross-check):
+ * gemm_gflops <y> shapes <k> efficiency <x/y> library <name>" (m: the same
+ * count taken from the products of the last batch, a cross-check):
  * FLOPs per token counted from the model (input and recurrent products,
  * decoder; backward = 2x forward) times the median tokens/s, against what
  * the same BLAS does on those shapes alone.
@@ -47,6 +48,7 @@
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 #include "rnnd/sampler.h"
+#include "cpu_dnnl.h"
 #include "gemm_rate.h"
 
 typedef struct {
@@ -173,6 +175,7 @@ int main(int argc, char **argv) {
          "threads %d, BLAS core %s, OPENBLAS_CORETYPE=%s\n",
          be->ops->name, step->ops->name, model_cell_name(a.cell), a.vocab, a.embed, a.hidden, a.layers, a.batch,
          a.min_len, a.max_len, a.threads, core, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+  if (backend_describe(be)[0]) printf("products: %s\n", backend_describe(be));
   if (advice) printf("warning: %s\n", advice);
   for (int s = 0; s < total; s++) {
     double dt = timed_step(step, &batch, &ds, pieces, a.batch, (int64_t)s * a.batch);
@@ -192,11 +195,14 @@ int main(int argc, char **argv) {
            (double)(device_used_bytes(&device) - used_before) / 1048576.0, (double)m.held / 1048576.0);
   }
   if (a.roofline && !device.cuda) {
-    gemm_step_rate r = gemm_rate_for_step(&shape, &batch);
-    double achieved = median * flops / 1e9, sgemm = r.flops / r.seconds / 1e9;
-    printf("roofline flops_per_token %.0f products_flops_per_token %.0f achieved_gflops %.1f sgemm_gflops %.1f "
-           "shapes %d efficiency %.3f\n", flops, r.flops / (double)batch.n_tokens, achieved, sgemm, r.products,
-           achieved / sgemm);
+    /* the library the step's products ran on: oneDNN in bf16 where the backend used it, else the BLAS */
+    cpu_dnnl *bf16 = strstr(backend_describe(be), "oneDNN") ? cpu_dnnl_create() : NULL;
+    gemm_step_rate r = gemm_rate_for_step(&shape, &batch, bf16);
+    double achieved = median * flops / 1e9, library = r.flops / r.seconds / 1e9;
+    printf("roofline flops_per_token %.0f products_flops_per_token %.0f achieved_gflops %.1f gemm_gflops %.1f "
+           "shapes %d efficiency %.3f library %s\n", flops, r.flops / (double)batch.n_tokens, achieved, library,
+           r.products, achieved / library, bf16 ? "oneDNN-bf16" : "BLAS-sgemm");
+    cpu_dnnl_destroy(bf16);
   }
   printf("rnn_dist tokens_per_s %.1f steps %d gflops %.1f mean_tokens_per_s %.1f\n", median, a.steps,
          median * flops / 1e9, (double)tokens_total / seconds_total);

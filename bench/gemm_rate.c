@@ -5,6 +5,7 @@
 
 #include "cpu_blas.h"
 #include "rnnd/common.h"
+#include "rnnd/half.h"
 
 #define MAX_PRODUCTS 512
 #define MIN_SECONDS 0.02
@@ -78,11 +79,48 @@ static void gemm_columns(const product *q, const float *a, int lda, const float 
   }
 }
 
+static uint16_t *random_bf16(size_t n) {
+  uint16_t *x = rnnd_malloc(n * sizeof(uint16_t), "gemm_rate buffer");
+  for (size_t i = 0; i < n; i++) x[i] = rnnd_f32_to_bf16((float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f);
+  return x;
+}
+
+/* The same products in bf16 through oneDNN: whole ones from outside a
+ * parallel region (oneDNN splits them), the recurrent ones by column blocks
+ * from inside the team, as cpu_rnn.c makes them. */
+static void bf16_call(cpu_dnnl *e, const product *q, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                      float *c) {
+  const int ta = q->ta != CblasNoTrans, tb = q->tb != CblasNoTrans;
+  if (q->parallel != 2) {
+    cpu_dnnl_gemm(e, ta, tb, q->m, q->n, q->k, a, lda, b, ldb, c, q->n, 1.0f);
+    return;
+  }
+#pragma omp parallel
+  {
+    int id = 0, count = 1, begin, end;
+#ifdef _OPENMP
+    id = omp_get_thread_num();
+    count = omp_get_num_threads();
+#endif
+    split_range(q->n, id, count, 16, &begin, &end);
+    const uint16_t *b_part = tb ? b + (long)begin * ldb : b + begin;
+    cpu_dnnl_gemm(e, ta, tb, q->m, end - begin, q->k, a, lda, b_part, ldb, c + begin, q->n, 1.0f);
+  }
+}
+
+static void fp32_call(const product *q, const float *a, int lda, const float *b, int ldb, float *c) {
+  if (q->parallel == 2) gemm_columns(q, a, lda, b, ldb, c);
+  else if (q->parallel) gemm_par(q->ta, q->tb, q->m, q->n, q->k, a, lda, b, ldb, c, q->n, 1.0f);
+  else gemm_raw(q->ta, q->tb, q->m, q->n, q->k, a, lda, b, ldb, c, q->n, 1.0f);
+}
+
 /* Seconds per call of one product (warm, repeated for MIN_SECONDS). */
-static double time_product(const product *q) {
+static double time_product(const product *q, cpu_dnnl *bf16) {
   int rows_a = q->ta == CblasNoTrans ? q->m : q->k, cols_a = q->ta == CblasNoTrans ? q->k : q->m;
   int rows_b = q->tb == CblasNoTrans ? q->k : q->n, cols_b = q->tb == CblasNoTrans ? q->n : q->k;
   float *a = random_matrix((size_t)rows_a * cols_a), *b = random_matrix((size_t)rows_b * cols_b);
+  uint16_t *a16 = bf16 ? random_bf16((size_t)rows_a * cols_a) : NULL, *b16 = bf16 ? random_bf16((size_t)rows_b * cols_b)
+                                                                                 : NULL;
   float *c = random_matrix((size_t)q->m * q->n);
   int calls = 0;
   double start = 0.0, now = 0.0;
@@ -90,27 +128,28 @@ static double time_product(const product *q) {
     start = rnnd_now();
     calls = 0;
     do {
-      if (q->parallel == 2) gemm_columns(q, a, cols_a, b, cols_b, c);
-      else if (q->parallel) gemm_par(q->ta, q->tb, q->m, q->n, q->k, a, cols_a, b, cols_b, c, q->n, 1.0f);
-      else gemm_raw(q->ta, q->tb, q->m, q->n, q->k, a, cols_a, b, cols_b, c, q->n, 1.0f);
+      if (bf16) bf16_call(bf16, q, a16, cols_a, b16, cols_b, c);
+      else fp32_call(q, a, cols_a, b, cols_b, c);
       calls++;
       now = rnnd_now();
     } while (now - start < (round ? MIN_SECONDS : MIN_SECONDS / 4));
   }
   free(a);
   free(b);
+  free(a16);
+  free(b16);
   free(c);
   return (now - start) / calls;
 }
 
-gemm_step_rate gemm_rate_for_step(const rnnd_model_shape *shape, const rnnd_batch *b) {
+gemm_step_rate gemm_rate_for_step(const rnnd_model_shape *shape, const rnnd_batch *b, cpu_dnnl *bf16) {
   inventory *inv = RNND_ALLOC(inventory, 1, "gemm inventory");
   build_inventory(inv, shape, b);
   gemm_step_rate r = {0.0, 0.0, inv->n};
   for (int i = 0; i < inv->n; i++) {
     const product *q = &inv->p[i];
     r.flops += q->count * 2.0 * q->m * q->n * q->k;
-    r.seconds += q->count * time_product(q);
+    r.seconds += q->count * time_product(q, bf16);
   }
   free(inv);
   return r;

@@ -5,8 +5,10 @@
 # long-sequence config (same model, batch 8, lengths 500..2000). Prints
 # activation bytes (what is saved for backward), total bytes (weights incl.
 # master and 16-bit copies, gradients, Adam state, activations, workspace)
-# and tokens/s. On a CPU the 16-bit modes are slower (every value is
-# converted); the point of them here is memory and GPU-identical numerics.
+# and tokens/s. On a CPU fp16 is slower than fp32 (every value is converted;
+# its point is memory and GPU-identical numerics); bf16 computes its large
+# products in bf16 through oneDNN where the build has it, and is faster
+# (bench/cpu_bf16_bench.sh compares it with PyTorch 2.x).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 threads=${1:-$(nproc)}

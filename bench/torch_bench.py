@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""Time PyTorch training steps of the rnn_dist language model (CPU, float32).
+"""Time PyTorch training steps of the rnn_dist language model on the CPU.
 
 The model is the one the C trainer implements (embedding -> GRU/LSTM ->
-linear decoder, packed sequences, zero initial state). Each timed step is
-forward + backward + clip_grad_norm_(0.5) + Adam step on one batch of
-random-token sequences with lengths uniform in [--min-len, --max-len], packed
-with pack_sequence(enforce_sorted=False). Batches are made before the clock
+linear decoder, zero initial state). Each timed step is forward + backward +
+clip_grad_norm_(0.5) + Adam step on one batch of random-token sequences with
+lengths uniform in [--min-len, --max-len]. Batches are made before the clock
 starts; --warmup steps run untimed first.
+
+The variants a PyTorch user would try:
+  --layout packed   pack_sequence(enforce_sorted=False) (the default)
+  --layout padded   a [max_len, batch] tensor padded with token 0; the loss
+                    and the token count take only the real tokens (the
+                    padded positions are computed, not counted)
+  --precision fp32  float32 throughout (the default)
+  --precision bf16  torch.autocast('cpu', dtype=torch.bfloat16) around forward
+                    and loss (fp32 master weights and Adam, as autocast does)
 
 Threads: Debian's torch runs its own OpenMP pool and calls a separately
 threaded OpenBLAS; left alone the two pools fight (about 2.5x slower with 2
@@ -22,6 +30,7 @@ A benchmark baseline only; the C code never runs it.
 """
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -69,12 +78,13 @@ class LanguageModel(nn.Module):
             self.decoder.weight.uniform_(-0.1, 0.1)
             self.decoder.bias.zero_()
 
-    def forward(self, packed_inputs):
-        x = self.drop(self.embedding(packed_inputs.data))
-        out, _ = self.rnn(PackedSequence(x, packed_inputs.batch_sizes,
-                                         packed_inputs.sorted_indices,
-                                         packed_inputs.unsorted_indices))
-        return self.decoder(self.drop(out.data))
+    def forward(self, inputs):
+        if isinstance(inputs, PackedSequence):
+            x = self.drop(self.embedding(inputs.data))
+            out, _ = self.rnn(PackedSequence(x, inputs.batch_sizes, inputs.sorted_indices, inputs.unsorted_indices))
+            return self.decoder(self.drop(out.data))
+        out, _ = self.rnn(self.drop(self.embedding(inputs)))  # padded [T, B]
+        return self.decoder(self.drop(out))
 
 
 def loaded_blas():
@@ -92,10 +102,20 @@ def loaded_blas():
 
 
 def make_batch(rng, args):
-    """A packed batch of random sequences: (inputs PackedSequence, targets, n_targets)."""
+    """A batch of random sequences: (inputs, targets, n_targets). Packed: a
+    PackedSequence and the packed targets. Padded: [T, B] inputs and targets,
+    padding targets -100 (ignored by cross_entropy)."""
     lengths = rng.integers(args.min_len, args.max_len + 1, size=args.batch)
     seqs = [torch.from_numpy(rng.integers(0, args.vocab, size=(n, 2)).astype(np.int64))
             for n in lengths]
+    if args.layout == "padded":
+        T = int(lengths.max())
+        inputs = torch.zeros(T, args.batch, dtype=torch.int64)
+        targets = torch.full((T, args.batch), -100, dtype=torch.int64)
+        for b, seq in enumerate(seqs):
+            inputs[:len(seq), b] = seq[:, 0]
+            targets[:len(seq), b] = seq[:, 1]
+        return inputs, targets, int(lengths.sum())
     packed = pack_sequence(seqs, enforce_sorted=False)
     inputs = PackedSequence(packed.data[:, 0].contiguous(), packed.batch_sizes,
                             packed.sorted_indices, packed.unsorted_indices)
@@ -117,6 +137,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 = torch default")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--layout", choices=("packed", "padded"), default="packed")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: torch.autocast('cpu', torch.bfloat16) around forward and loss")
     p.add_argument("--keep-env", action="store_true",
                    help="do not set OPENBLAS_NUM_THREADS / OMP_WAIT_POLICY for --threads")
     args = p.parse_args()
@@ -136,9 +159,12 @@ def main():
     print("  " + " ".join("%s=%s" % (v, os.environ.get(v, "(unset)")) for v in
                           ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")))
     print("BLAS: %s" % loaded_blas())
-    print("model %s layers %d embed %d hidden %d vocab %d; batch %d, lengths %d..%d; "
+    print("model %s layers %d embed %d hidden %d vocab %d; batch %d, lengths %d..%d; %s, %s; "
           "%d warmup + %d timed steps" % (args.cell, args.layers, args.embed, args.hidden, args.vocab,
-                                          args.batch, args.min_len, args.max_len, args.warmup, args.steps))
+                                          args.batch, args.min_len, args.max_len, args.layout, args.precision,
+                                          args.warmup, args.steps))
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16" else \
+        contextlib.nullcontext
 
     model = LanguageModel(args.cell, args.vocab, args.embed, args.hidden, args.layers)
     params = list(model.parameters())
@@ -150,8 +176,10 @@ def main():
     for i, (inputs, targets, n_tokens) in enumerate(batches):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(inputs)
-        loss = F.cross_entropy(logits, targets, reduction="sum") / n_tokens
+        with autocast():
+            logits = model(inputs)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum",
+                                   ignore_index=-100) / n_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 0.5)
         opt.step()
