@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "rnnd/config.h"
+#include "rnnd/half.h"
 
 typedef struct {
   int kind;        /* rnnd_optimizer_kind */
@@ -42,6 +43,11 @@ double grad_global_norm(const float *grads, size_t numel);
 /* grads /= scale (as a multiply by the float 1 / scale; nothing when scale is
  * 1) and, in the same pass, the L2 norm of the result. */
 double grad_unscale_norm(float *grads, size_t numel, double scale);
+/* amp_round_to_half to `wire` and then grad_unscale_norm, in one pass (for
+ * a gradient that is not all-reduced in between): the same values, norm
+ * and counts (*nonzero values before rounding, *lost of them to zero). */
+double grad_round_unscale_norm(float *grads, size_t numel, rnnd_dtype wire, double scale, size_t *nonzero,
+                               size_t *lost);
 /* The coefficient clip_grad_norm_ applies to a gradient of norm `norm`:
  * max_norm / (norm + 1e-6) when that is below 1, else 1 (and 1 when
  * max_norm <= 0: clipping off). Every step implementation uses this one. */

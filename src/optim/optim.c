@@ -150,6 +150,30 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 
 double grad_global_norm(const float *grads, size_t numel) { return flat_norm(grads, numel); }
 
+double grad_round_unscale_norm(float *grads, size_t numel, rnnd_dtype wire, double scale, size_t *nonzero,
+                               size_t *lost) {
+  const float inverse = (float)(1.0 / scale);
+  const size_t chunks = chunks_of(numel);
+  double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "norm partials");
+  size_t live = 0, underflow = 0;
+#pragma omp parallel for schedule(static) reduction(+ : live, underflow)
+  for (size_t c = 0; c < chunks; c++) {
+    double sum = 0.0;
+    for (size_t i = c * CHUNK; i < numel && i < (c + 1) * CHUNK; i++) {
+      float g = grads[i], r = rnnd_half_to_f32(wire, rnnd_f32_to_half(wire, g));
+      live += g != 0.0f;
+      underflow += r == 0.0f && g != 0.0f;
+      if (scale != 1.0) r *= inverse;
+      grads[i] = r;
+      sum += (double)r * r;
+    }
+    partials[c] = sum;
+  }
+  *nonzero = live;
+  *lost = underflow;
+  return sqrt(sum_partials(partials, chunks));
+}
+
 double grad_unscale_norm(float *grads, size_t numel, double scale) {
   const float inverse = (float)(1.0 / scale);
   const size_t chunks = chunks_of(numel);

@@ -75,6 +75,17 @@ static void host_gradients(rnnd_step *s, const rnnd_batch *share, const rnnd_dro
     out->nll = be->ops->train_batch(be, s->compute_params, h->grads, share, dr, req->loss_weight);
     if (be->ops->last_stats) be->ops->last_stats(be, &out->head);
   }
+  const int rounds = h->options.precision != RNND_DTYPE_F32 && h->options.wire != RNND_DTYPE_F32;
+  if (rounds && !h->reduces && !req->inject_nan) {
+    /* one rank: no all-reduce between the rounding and the norm, so one pass */
+    if (req->before_reduce) req->before_reduce(req->hook_context);
+    size_t nonzero = 0, lost = 0;
+    out->grad_norm = grad_round_unscale_norm(h->grads, h->numel, h->options.wire, req->loss_scale, &nonzero, &lost);
+    out->underflow = nonzero ? (double)lost / (double)nonzero : 0.0;
+    reduce_measurements(h, out);
+    out->compute_s = rnnd_now() - start;
+    return;
+  }
   out->underflow = round_to_wire(h);
   if (req->inject_nan) h->grads[h->numel - 1] = NAN;
   double computed = rnnd_now();

@@ -34,7 +34,7 @@ def run(precision):
 
 fp32_loss, _ = run("fp32")
 bf16_loss, log = run("bf16")
-if "no oneDNN in this build" in log:
+if "no oneDNN in this build" in log:  # the start-up line of a build without oneDNN
     print("SKIPPED: this build has no oneDNN (libdnnl-dev): bf16 on the CPU only stores 16 bits")
     sys.exit(77)
 c = Checks()

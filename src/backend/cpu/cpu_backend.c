@@ -39,6 +39,8 @@ static void dropout_apply(float *dst, const float *src, int width, const rnnd_ba
                           int slot) {
   const float p = dr->p, scale = 1.0f / (1.0f - p);
   const uint64_t slot_key = rng_dropout_slot_key(dr->seed, dr->step, slot);
+  /* every row's mask is its own: the rows split over the team */
+#pragma omp parallel for schedule(static)
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
       int64_t row = b->step_offsets[t] + i;
@@ -151,6 +153,7 @@ static void load16(const cpu_backend *cb, float *x, const uint16_t *copy, int64_
 }
 
 static void round16(const cpu_backend *cb, float *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; i++) x[i] = rnnd_half_to_f32(cb->storage, rnnd_f32_to_half(cb->storage, x[i]));
 }
 
@@ -572,9 +575,11 @@ static void choose_products(cpu_backend *cb) {
   const char *core;
   cpu_blas_advice(&core);
   if (cb->storage == RNND_DTYPE_BF16) cb->dnnl = cpu_dnnl_create();
-  if (!cb->dnnl) {
-    snprintf(cb->compute_note, sizeof cb->compute_note, "fp32 products (BLAS core %s)%s", core,
-             cb->storage == RNND_DTYPE_BF16 ? "; no oneDNN in this build: bf16 only stores 16 bits" : "");
+  if (!cb->dnnl) { /* fp32 products through the BLAS: the start-up line names its core already */
+    if (cb->storage != RNND_DTYPE_F32)
+      snprintf(cb->compute_note, sizeof cb->compute_note, "%s stores 16 bits and computes in fp32 (BLAS core %s)%s",
+               rnnd_dtype_name(cb->storage), core,
+               cb->storage == RNND_DTYPE_BF16 ? ": no oneDNN in this build, so bf16 is no faster than fp32" : "");
     return;
   }
   char engine[128];
