@@ -22,6 +22,13 @@
 #define RNND_EXIT_INTERNAL 1
 #define RNND_EXIT_INPUT 2
 
+/* Put before the inner loop of a fixed-lane reduction (`for (l = 0; l <
+ * LANES; l++) lane[l] += ...`): it keeps that loop a loop, which GCC's loop
+ * vectoriser then turns into vector code. Fully unrolled (its default for so
+ * short a loop) it is left to the basic-block vectoriser, which misses many
+ * such bodies (maxima, mixed float/double, counts) and leaves them scalar. */
+#define RNND_LANE_LOOP _Pragma("GCC unroll 1")
+
 #if defined(__GNUC__)
 #define RNND_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define RNND_NORETURN __attribute__((noreturn))

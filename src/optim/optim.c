@@ -9,8 +9,14 @@
 
 /* Sums of squares over the parameters run in fixed chunks whose partial
  * sums are added in chunk order, so a norm is the same for any number of
- * threads; the elementwise updates are split over the OpenMP team. */
+ * threads; the elementwise updates are split over the OpenMP team.
+ * Within a chunk, element i adds to running sum i % LANES and the LANES sums
+ * are added in lane order at the end: an order fixed by the source (so it
+ * does not depend on the vector width either) that the compiler can still
+ * vectorise, which a single running sum in double forbids. Every chunk
+ * starts at a multiple of LANES. */
 #define CHUNK 32768
+#define LANES 8
 
 static size_t chunks_of(size_t n) { return (n + CHUNK - 1) / CHUNK; }
 
@@ -21,6 +27,14 @@ static double sum_partials(double *partials, size_t chunks) {
   free(partials);
   return sum;
 }
+
+static double lane_total(const double lane[LANES]) {
+  double sum = 0.0;
+  for (int l = 0; l < LANES; l++) sum += lane[l];
+  return sum;
+}
+
+static size_t chunk_end(size_t chunk, size_t n) { return (chunk + 1) * CHUNK < n ? (chunk + 1) * CHUNK : n; }
 
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel) {
   memset(opt, 0, sizeof *opt);
@@ -50,69 +64,122 @@ typedef struct {
   double update, weights;
 } chunk_squares;
 
+/* The constants of one optimizer step. */
+typedef struct {
+  float clip, rate, correction2_sqrt; /* rate: lr, and for Adam lr / (1 - b1^t) */
+  float b1, b2, eps, weight_decay, momentum;
+  int first_step;
+} step_constants;
+
 /* Same operation order as torch.optim.Adam (single-tensor path), on the
  * gradient times clip (as grad_clip would have left it):
- * denom = sqrt(v) / sqrt(1 - b2^t) + eps;  p -= lr / (1 - b1^t) * m / denom. */
-static chunk_squares adam_chunk(rnnd_optimizer *opt, float *params, const float *grads, size_t begin, size_t end,
-                                float clip, float step_size, float correction2_sqrt) {
-  const float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
-  const float wd = (float)opt->weight_decay;
-  float *m = opt->m, *v = opt->v;
-  chunk_squares sq = {0.0, 0.0};
-  for (size_t i = begin; i < end; i++) {
-    float grad = clip != 1.0f ? grads[i] * clip : grads[i];
-    float g = grad + wd * params[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * g;
-    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-    float denom = sqrtf(v[i]) / correction2_sqrt + eps;
-    float update = step_size * (m[i] / denom);
-    params[i] -= update;
-    sq.update += (double)update * update;
-    sq.weights += (double)params[i] * params[i];
+ * denom = sqrt(v) / sqrt(1 - b2^t) + eps;  p -= lr / (1 - b1^t) * m / denom.
+ * Returns the update. */
+static inline float adam_element(const step_constants *restrict k, float *restrict params, const float *restrict grads,
+                                 float *restrict m, float *restrict v, size_t i) {
+  float g = grads[i] * k->clip + k->weight_decay * params[i];
+  float first = k->b1 * m[i] + (1.0f - k->b1) * g;
+  float second = k->b2 * v[i] + (1.0f - k->b2) * g * g;
+  m[i] = first;
+  v[i] = second;
+  float update = k->rate * (first / (sqrtf(second) / k->correction2_sqrt + k->eps));
+  params[i] -= update;
+  return update;
+}
+
+static chunk_squares adam_chunk(const step_constants *restrict k, float *restrict params, const float *restrict grads,
+                                float *restrict m, float *restrict v, size_t begin, size_t end) {
+  double update[LANES] = {0}, weights[LANES] = {0};
+  size_t i = begin;
+  for (; i + LANES <= end; i += LANES)
+    RNND_LANE_LOOP for (int l = 0; l < LANES; l++) {
+      float u = adam_element(k, params, grads, m, v, i + l);
+      update[l] += (double)u * u;
+      weights[l] += (double)params[i + l] * params[i + l];
+    }
+  for (; i < end; i++) {
+    float u = adam_element(k, params, grads, m, v, i);
+    update[i % LANES] += (double)u * u;
+    weights[i % LANES] += (double)params[i] * params[i];
   }
-  return sq;
+  return (chunk_squares){lane_total(update), lane_total(weights)};
 }
 
 /* torch.optim.SGD with dampening 0: buf = momentum * buf + g (buf = g on the
- * first step), p -= lr * buf. */
-static chunk_squares sgd_chunk(rnnd_optimizer *opt, float *params, const float *grads, size_t begin, size_t end,
-                               float clip, float rate) {
-  const float mu = (float)opt->momentum, wd = (float)opt->weight_decay;
-  chunk_squares sq = {0.0, 0.0};
-  for (size_t i = begin; i < end; i++) {
-    float grad = clip != 1.0f ? grads[i] * clip : grads[i];
-    float g = grad + wd * params[i];
-    if (mu != 0.0f) {
-      opt->m[i] = opt->steps == 1 ? g : mu * opt->m[i] + g;
-      g = opt->m[i];
-    }
-    params[i] -= rate * g;
-    sq.update += (double)(rate * g) * (rate * g);
-    sq.weights += (double)params[i] * params[i];
+ * first step), p -= lr * buf; without momentum (buf NULL), p -= lr * g.
+ * `buf` is NULL or not at each call, so the test inlines away. Returns the
+ * update. */
+static inline float sgd_element(const step_constants *restrict k, float *restrict params, const float *restrict grads,
+                                float *restrict buf, size_t i) {
+  float g = grads[i] * k->clip + k->weight_decay * params[i];
+  if (buf) {
+    g = k->first_step ? g : k->momentum * buf[i] + g;
+    buf[i] = g;
   }
-  return sq;
+  float update = k->rate * g;
+  params[i] -= update;
+  return update;
+}
+
+static inline chunk_squares sgd_chunk_with(const step_constants *restrict k, float *restrict params,
+                                           const float *restrict grads, float *restrict buf, size_t begin,
+                                           size_t end) {
+  double update[LANES] = {0}, weights[LANES] = {0};
+  size_t i = begin;
+  for (; i + LANES <= end; i += LANES)
+    RNND_LANE_LOOP for (int l = 0; l < LANES; l++) {
+      float u = sgd_element(k, params, grads, buf, i + l);
+      update[l] += (double)u * u;
+      weights[l] += (double)params[i + l] * params[i + l];
+    }
+  for (; i < end; i++) {
+    float u = sgd_element(k, params, grads, buf, i);
+    update[i % LANES] += (double)u * u;
+    weights[i % LANES] += (double)params[i] * params[i];
+  }
+  return (chunk_squares){lane_total(update), lane_total(weights)};
+}
+
+static chunk_squares sgd_chunk(const step_constants *restrict k, float *params, const float *grads, float *buf,
+                               size_t begin, size_t end) {
+  return buf ? sgd_chunk_with(k, params, grads, buf, begin, end)
+             : sgd_chunk_with(k, params, grads, NULL, begin, end);
+}
+
+static step_constants constants_of(const rnnd_optimizer *opt, double lr, double clip) {
+  const double t = (double)opt->steps;
+  const int adam = opt->kind == RNND_OPT_ADAM;
+  return (step_constants){
+      .clip = (float)clip,
+      .rate = adam ? (float)(lr / (1.0 - pow(opt->beta1, t))) : (float)lr,
+      .correction2_sqrt = adam ? (float)sqrt(1.0 - pow(opt->beta2, t)) : 1.0f,
+      .b1 = (float)opt->beta1,
+      .b2 = (float)opt->beta2,
+      .eps = (float)opt->eps,
+      .weight_decay = (float)opt->weight_decay,
+      .momentum = (float)opt->momentum,
+      .first_step = opt->steps == 1,
+  };
 }
 
 double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, double lr, double clip,
                         double *param_norm) {
   opt->steps++;
+  const step_constants k = constants_of(opt, lr, clip);
   const int adam = opt->kind == RNND_OPT_ADAM;
-  const double t = (double)opt->steps;
-  const float step_size = adam ? (float)(lr / (1.0 - pow(opt->beta1, t))) : (float)lr;
-  const float correction2_sqrt = adam ? (float)sqrt(1.0 - pow(opt->beta2, t)) : 1.0f;
-  const float c = clip == 1.0 ? 1.0f : (float)clip;
+  float *momentum_buf = k.momentum != 0.0f ? opt->m : NULL;
   const size_t n = opt->numel, chunks = chunks_of(n);
   chunk_squares *partials = RNND_ALLOC(chunk_squares, chunks ? chunks : 1, "update norm partials");
 #pragma omp parallel for schedule(static)
-  for (size_t k = 0; k < chunks; k++) {
-    size_t begin = k * CHUNK, end = begin + CHUNK < n ? begin + CHUNK : n;
-    partials[k] = adam ? adam_chunk(opt, params, grads, begin, end, c, step_size, correction2_sqrt)
-                       : sgd_chunk(opt, params, grads, begin, end, c, (float)lr);
+  for (size_t c = 0; c < chunks; c++) {
+    size_t begin = c * CHUNK, end = chunk_end(c, n);
+    partials[c] = adam ? adam_chunk(&k, params, grads, opt->m, opt->v, begin, end)
+                       : sgd_chunk(&k, params, grads, momentum_buf, begin, end);
   }
   double update = 0.0, weights = 0.0;
-  for (size_t k = 0; k < chunks; k++) {
-    update += partials[k].update;
-    weights += partials[k].weights;
+  for (size_t c = 0; c < chunks; c++) {
+    update += partials[c].update;
+    weights += partials[c].weights;
   }
   free(partials);
   if (param_norm) *param_norm = sqrt(weights);
@@ -123,15 +190,20 @@ double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, do
   return optimizer_update(opt, params, grads, lr, 1.0, NULL);
 }
 
+static double chunk_squares_of(const float *restrict x, size_t begin, size_t end) {
+  double lane[LANES] = {0};
+  size_t i = begin;
+  for (; i + LANES <= end; i += LANES)
+    RNND_LANE_LOOP for (int l = 0; l < LANES; l++) lane[l] += (double)x[i + l] * x[i + l];
+  for (; i < end; i++) lane[i % LANES] += (double)x[i] * x[i];
+  return lane_total(lane);
+}
+
 double flat_norm(const float *x, size_t n) {
   const size_t chunks = chunks_of(n);
   double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "norm partials");
 #pragma omp parallel for schedule(static)
-  for (size_t c = 0; c < chunks; c++) {
-    double sum = 0.0;
-    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) sum += (double)x[i] * x[i];
-    partials[c] = sum;
-  }
+  for (size_t c = 0; c < chunks; c++) partials[c] = chunk_squares_of(x, c * CHUNK, chunk_end(c, n));
   return sqrt(sum_partials(partials, chunks));
 }
 
@@ -150,6 +222,42 @@ double lr_at_step(const rnnd_train_config *cfg, int64_t step, int64_t total_step
 
 double grad_global_norm(const float *grads, size_t numel) { return flat_norm(grads, numel); }
 
+/* One chunk of grad_round_unscale_norm; `wire` is a constant at each call,
+ * so the rounding inlines without a branch on the format. */
+typedef struct {
+  double squares;
+  size_t nonzero, lost;
+} rounding_tally;
+
+static inline float round_through(rnnd_dtype wire, float x) { return rnnd_half_to_f32(wire, rnnd_f32_to_half(wire, x)); }
+
+static inline float round_unscale_element(rnnd_dtype wire, float *restrict grads, float inverse, size_t i,
+                                          uint32_t *nonzero, uint32_t *lost) {
+  float g = grads[i], r = round_through(wire, g);
+  *nonzero += g != 0.0f;
+  *lost += r == 0.0f && g != 0.0f;
+  r *= inverse; /* exact when the scale is 1 */
+  grads[i] = r;
+  return r;
+}
+
+static inline rounding_tally round_unscale_chunk(rnnd_dtype wire, float *restrict grads, float inverse, size_t begin,
+                                                 size_t end) {
+  double lane[LANES] = {0};
+  uint32_t nonzero = 0, lost = 0; /* a chunk's counts fit; 32-bit counts vectorise with the floats */
+  size_t i = begin;
+  for (; i + LANES <= end; i += LANES)
+    RNND_LANE_LOOP for (int l = 0; l < LANES; l++) {
+      float r = round_unscale_element(wire, grads, inverse, i + l, &nonzero, &lost);
+      lane[l] += (double)r * r;
+    }
+  for (; i < end; i++) {
+    float r = round_unscale_element(wire, grads, inverse, i, &nonzero, &lost);
+    lane[i % LANES] += (double)r * r;
+  }
+  return (rounding_tally){lane_total(lane), nonzero, lost};
+}
+
 double grad_round_unscale_norm(float *grads, size_t numel, rnnd_dtype wire, double scale, size_t *nonzero,
                                size_t *lost) {
   const float inverse = (float)(1.0 / scale);
@@ -158,20 +266,20 @@ double grad_round_unscale_norm(float *grads, size_t numel, rnnd_dtype wire, doub
   size_t live = 0, underflow = 0;
 #pragma omp parallel for schedule(static) reduction(+ : live, underflow)
   for (size_t c = 0; c < chunks; c++) {
-    double sum = 0.0;
-    for (size_t i = c * CHUNK; i < numel && i < (c + 1) * CHUNK; i++) {
-      float g = grads[i], r = rnnd_half_to_f32(wire, rnnd_f32_to_half(wire, g));
-      live += g != 0.0f;
-      underflow += r == 0.0f && g != 0.0f;
-      if (scale != 1.0) r *= inverse;
-      grads[i] = r;
-      sum += (double)r * r;
-    }
-    partials[c] = sum;
+    size_t begin = c * CHUNK, end = chunk_end(c, numel);
+    rounding_tally t = wire == RNND_DTYPE_BF16 ? round_unscale_chunk(RNND_DTYPE_BF16, grads, inverse, begin, end)
+                                               : round_unscale_chunk(RNND_DTYPE_F16, grads, inverse, begin, end);
+    partials[c] = t.squares;
+    live += t.nonzero;
+    underflow += t.lost;
   }
   *nonzero = live;
   *lost = underflow;
   return sqrt(sum_partials(partials, chunks));
+}
+
+static void unscale_chunk(float *restrict grads, float inverse, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; i++) grads[i] *= inverse;
 }
 
 double grad_unscale_norm(float *grads, size_t numel, double scale) {
@@ -180,12 +288,9 @@ double grad_unscale_norm(float *grads, size_t numel, double scale) {
   double *partials = RNND_ALLOC(double, chunks ? chunks : 1, "norm partials");
 #pragma omp parallel for schedule(static)
   for (size_t c = 0; c < chunks; c++) {
-    double sum = 0.0;
-    for (size_t i = c * CHUNK; i < numel && i < (c + 1) * CHUNK; i++) {
-      if (scale != 1.0) grads[i] *= inverse;
-      sum += (double)grads[i] * grads[i];
-    }
-    partials[c] = sum;
+    size_t begin = c * CHUNK, end = chunk_end(c, numel);
+    if (scale != 1.0) unscale_chunk(grads, inverse, begin, end);
+    partials[c] = chunk_squares_of(grads, begin, end);
   }
   return sqrt(sum_partials(partials, chunks));
 }

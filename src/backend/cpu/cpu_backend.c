@@ -144,8 +144,7 @@ static void backward_layers(cpu_backend *cb, const float *params, float *grads, 
 /* Rounds x to the storage format in place and keeps the 16-bit copy, so
  * what the fp32 workspace holds afterwards is exactly what the copy holds. */
 static void store16(const cpu_backend *cb, uint16_t *copy, float *x, int64_t n) {
-  rnnd_f32_to_half_array(cb->storage, copy, x, (size_t)n);
-  rnnd_half_to_f32_array(cb->storage, x, copy, (size_t)n);
+  rnnd_store_half_array(cb->storage, copy, x, (size_t)n);
 }
 
 static void load16(const cpu_backend *cb, float *x, const uint16_t *copy, int64_t n) {
@@ -153,8 +152,7 @@ static void load16(const cpu_backend *cb, float *x, const uint16_t *copy, int64_
 }
 
 static void round16(const cpu_backend *cb, float *x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; i++) x[i] = rnnd_half_to_f32(cb->storage, rnnd_f32_to_half(cb->storage, x[i]));
+  rnnd_round_through_half_array(cb->storage, x, (size_t)n);
 }
 
 /* Embedding and all layers, one layer at a time in the fp32 workspace;

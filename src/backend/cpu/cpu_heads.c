@@ -48,7 +48,7 @@ static float add_bias_and_max(float *row, const float *bias, int n) {
   for (int k = 0; k < 16; k++) lane[k] = row[0] + bias[0];
   int j = 0;
   for (; j + 16 <= n; j += 16)
-    for (int k = 0; k < 16; k++) {
+    RNND_LANE_LOOP for (int k = 0; k < 16; k++) {
       float v = row[j + k] + bias[j + k];
       row[j + k] = v;
       lane[k] = v > lane[k] ? v : lane[k];

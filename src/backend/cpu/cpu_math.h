@@ -47,8 +47,10 @@ static inline float fast_tanhf(float x) {
   return x < 0.0f ? -y : y;
 }
 
-/* Every row of dst[rows, width] = row (biases before a GEMM adds to them). */
+/* Every row of dst[rows, width] = row (biases before a GEMM adds to them),
+ * over the OpenMP team (a layer's gates are tens of MiB). */
 static inline void fill_rows(float *dst, int64_t rows, int width, const float *row) {
+#pragma omp parallel for schedule(static) if (rows * width > 65536)
   for (int64_t i = 0; i < rows; i++) memcpy(dst + i * width, row, (size_t)width * sizeof *dst);
 }
 

@@ -123,6 +123,29 @@ static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, const p
   }
 }
 
+/* Rounds h[begin, end) into its bf16 copy (the next step's product reads it). */
+static void round_row16(const float *h, uint16_t *h16, int begin, int end) {
+  for (int j = begin; j < end; j++) h16[j] = rnnd_f32_to_bf16(h[j]);
+}
+
+/* One row of GRU gate arithmetic over units [begin, end): g holds the input
+ * part of the gates and receives r, z, n; gh is the recurrent part. The
+ * pointers never overlap (restrict lets the loop vectorise). */
+static inline void gru_forward_row(int H, int begin, int end, float *restrict g, const float *restrict gh,
+                                   const float *restrict hp, float *restrict h, float *restrict hn_saved) {
+  for (int j = begin; j < end; j++) {
+    float r = fast_sigmoidf(g[j] + gh[j]);
+    float z = fast_sigmoidf(g[H + j] + gh[H + j]);
+    float hn = gh[2 * H + j];
+    float n = fast_tanhf(g[2 * H + j] + r * hn);
+    h[j] = n + z * (hp[j] - n);
+    g[j] = r;
+    g[H + j] = z;
+    g[2 * H + j] = n;
+    hn_saved[j] = hn;
+  }
+}
+
 static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, float *out, int ldo,
                              cpu_rnn_saved *sv, cpu_rnn_scratch *s, unit_slice u) {
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
@@ -131,21 +154,28 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
   float *gh = s->step_gates;
   recurrent_product(d, 3, bs, &p, s, gh, G, 0, u);
   for (int i = 0; i < bs; i++) {
-    float *g = sv->gates + (row0 + i) * G, *hn_saved = sv->extra + (row0 + i) * H;
+    const float *hp = i < p.rows ? p.h + (int64_t)i * p.ldh : s->zeros;
     float *h = out + (row0 + i) * ldo;
-    const float *hp = i < p.rows ? p.h + (int64_t)i * p.ldh : s->zeros, *ghi = gh + (int64_t)i * G;
-    for (int j = u.begin; j < u.end; j++) {
-      float r = fast_sigmoidf(g[j] + ghi[j]);
-      float z = fast_sigmoidf(g[H + j] + ghi[H + j]);
-      float hn = ghi[2 * H + j];
-      float n = fast_tanhf(g[2 * H + j] + r * hn);
-      h[j] = n + z * (hp[j] - n);
-      if (d->out16) d->out16[(row0 + i) * ldo + j] = rnnd_f32_to_bf16(h[j]);
-      g[j] = r;
-      g[H + j] = z;
-      g[2 * H + j] = n;
-      hn_saved[j] = hn;
-    }
+    gru_forward_row(H, u.begin, u.end, sv->gates + (row0 + i) * G, gh + (int64_t)i * G, hp, h,
+                    sv->extra + (row0 + i) * H);
+    if (d->out16) round_row16(h, d->out16 + (row0 + i) * ldo, u.begin, u.end);
+  }
+}
+
+/* One row of LSTM gate arithmetic over units [begin, end): g holds the gate
+ * pre-activations and receives i, f, g, o; cp is the previous cell. */
+static inline void lstm_forward_row(int H, int begin, int end, float *restrict g, const float *restrict cp,
+                                    float *restrict c, float *restrict h) {
+  for (int j = begin; j < end; j++) {
+    float ig = fast_sigmoidf(g[j]), fg = fast_sigmoidf(g[H + j]);
+    float gg = fast_tanhf(g[2 * H + j]), og = fast_sigmoidf(g[3 * H + j]);
+    float cell = ig * gg + fg * cp[j];
+    c[j] = cell;
+    h[j] = og * fast_tanhf(cell);
+    g[j] = ig;
+    g[H + j] = fg;
+    g[2 * H + j] = gg;
+    g[3 * H + j] = og;
   }
 }
 
@@ -157,20 +187,10 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   float *gates = sv->gates + row0 * G;
   recurrent_product(d, 4, bs, &p, s, gates, G, 1, u);
   for (int i = 0; i < bs; i++) {
-    float *g = gates + (int64_t)i * G, *c = sv->extra + (row0 + i) * H, *h = out + (row0 + i) * ldo;
     const float *cp = i < p.rows ? p.c + (int64_t)i * p.ldc : s->zeros;
-    for (int j = u.begin; j < u.end; j++) {
-      float ig = fast_sigmoidf(g[j]), fg = fast_sigmoidf(g[H + j]);
-      float gg = fast_tanhf(g[2 * H + j]), og = fast_sigmoidf(g[3 * H + j]);
-      float cell = ig * gg + fg * cp[j];
-      c[j] = cell;
-      h[j] = og * fast_tanhf(cell);
-      if (d->out16) d->out16[(row0 + i) * ldo + j] = rnnd_f32_to_bf16(h[j]);
-      g[j] = ig;
-      g[H + j] = fg;
-      g[2 * H + j] = gg;
-      g[3 * H + j] = og;
-    }
+    float *h = out + (row0 + i) * ldo;
+    lstm_forward_row(H, u.begin, u.end, gates + (int64_t)i * G, cp, sv->extra + (row0 + i) * H, h);
+    if (d->out16) round_row16(h, d->out16 + (row0 + i) * ldo, u.begin, u.end);
   }
 }
 
@@ -206,6 +226,42 @@ void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, 
   }
 }
 
+/* The carry a row's gate arithmetic updates in place over units
+ * [begin, end): the row's own carry when the row has an earlier state,
+ * else its sink row (written and never read). Either way it starts as the
+ * row's incoming carry: the carry itself for the first `carried` rows, zero
+ * for the rest. One in-place pointer lets the gate loops vectorise. */
+static float *carry_row(float *carry, float *sink, int i, int H, int carried, int with_state, int begin, int end) {
+  float *own = carry + (int64_t)i * H, *row = i < with_state ? own : sink + (int64_t)i * H;
+  if (i >= carried) memset(row + begin, 0, (size_t)(end - begin) * sizeof *row);
+  else if (row != own) memcpy(row + begin, own + begin, (size_t)(end - begin) * sizeof *row);
+  return row;
+}
+
+/* bf16 products: rounds gates [0, gates) of a gradient row, units [begin, end). */
+static void round_gates16(const float *row, uint16_t *row16, int gates, int H, int begin, int end) {
+  for (int q = 0; q < gates; q++) round_row16(row + q * H, row16 + q * H, begin, end);
+}
+
+/* One row of GRU gate gradients: dgi (input side) and dgh (recurrent side);
+ * carry holds dL/dh from the later step and receives the direct part dh * z. */
+static inline void gru_backward_row(int H, int begin, int end, const float *restrict g, const float *restrict hn,
+                                    const float *restrict hp, const float *restrict dh_out, float *restrict carry,
+                                    float *restrict dgi, float *restrict dgh) {
+  for (int j = begin; j < end; j++) {
+    float dh = dh_out[j] + carry[j];
+    float r = g[j], z = g[H + j], n = g[2 * H + j];
+    float dn_pre = dh * (1.0f - z) * (1.0f - n * n);
+    float dz_pre = dh * (hp[j] - n) * z * (1.0f - z);
+    float dr_pre = dn_pre * hn[j] * r * (1.0f - r);
+    dgi[j] = dgh[j] = dr_pre;
+    dgi[H + j] = dgh[H + j] = dz_pre;
+    dgi[2 * H + j] = dn_pre;
+    dgh[2 * H + j] = dn_pre * r;
+    carry[j] = dh * z;
+  }
+}
+
 /* One GRU step of backpropagation through time for the member's units.
  * carry_h holds dL/dh for the first `carried` rows (from the step visited
  * before this one); afterwards it holds the direct part dh * z. */
@@ -215,35 +271,34 @@ static void gru_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t,
   const int H = d->hidden, G = 3 * H, bs = b->batch_sizes[t];
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, out, ldo, NULL);
-  const int with_state = p.rows;
-  float *dgi = s->d_gates_ih + row0 * G, *dgh = s->d_gates_hh + row0 * G;
   for (int i = 0; i < bs; i++) {
-    const float *g = sv->gates + (row0 + i) * G, *hn = sv->extra + (row0 + i) * H;
-    const float *hp = i < with_state ? p.h + (int64_t)i * p.ldh : s->zeros, *dh_out = dout + (row0 + i) * lddo;
-    float *carry = s->carry_h + (int64_t)i * H, *dgi_row = dgi + (int64_t)i * G, *dgh_row = dgh + (int64_t)i * G;
-    const float *carry_in = i < carried ? carry : s->zeros;
-    /* Rows without an earlier state write their (unused) carry to a sink. */
-    float *carry_out = i < with_state ? carry : s->sink + (int64_t)i * H;
-    for (int j = u.begin; j < u.end; j++) {
-      float dh = dh_out[j] + carry_in[j];
-      float r = g[j], z = g[H + j], n = g[2 * H + j];
-      float dn_pre = dh * (1.0f - z) * (1.0f - n * n);
-      float dz_pre = dh * (hp[j] - n) * z * (1.0f - z);
-      float dr_pre = dn_pre * hn[j] * r * (1.0f - r);
-      dgi_row[j] = dgh_row[j] = dr_pre;
-      dgi_row[H + j] = dgh_row[H + j] = dz_pre;
-      dgi_row[2 * H + j] = dn_pre;
-      dgh_row[2 * H + j] = dn_pre * r;
-      carry_out[j] = dh * z;
-    }
+    const float *hp = i < p.rows ? p.h + (int64_t)i * p.ldh : s->zeros;
+    float *carry = carry_row(s->carry_h, s->sink, i, H, carried, p.rows, u.begin, u.end);
+    float *dgi = s->d_gates_ih + (row0 + i) * G, *dgh = s->d_gates_hh + (row0 + i) * G;
+    gru_backward_row(H, u.begin, u.end, sv->gates + (row0 + i) * G, sv->extra + (row0 + i) * H, hp,
+                     dout + (row0 + i) * lddo, carry, dgi, dgh);
     if (d->dnnl) {
-      uint16_t *gi16 = s->d_ih16 + (row0 + i) * G, *gh16 = s->d_hh16 + (row0 + i) * G;
-      for (int q = 0; q < 3; q++)
-        for (int j = q * H + u.begin; j < q * H + u.end; j++) {
-          gi16[j] = rnnd_f32_to_bf16(dgi_row[j]);
-          gh16[j] = rnnd_f32_to_bf16(dgh_row[j]);
-        }
+      round_gates16(dgi, s->d_ih16 + (row0 + i) * G, 3, H, u.begin, u.end);
+      round_gates16(dgh, s->d_hh16 + (row0 + i) * G, 3, H, u.begin, u.end);
     }
+  }
+}
+
+/* One row of LSTM gate gradients into dg; carry_h is dL/dh from the later
+ * step, carry_c holds dL/dc from it and receives dc * f. */
+static inline void lstm_backward_row(int H, int begin, int end, const float *restrict g, const float *restrict c,
+                                     const float *restrict cp, const float *restrict dh_out,
+                                     const float *restrict carry_h, float *restrict carry_c, float *restrict dg) {
+  for (int j = begin; j < end; j++) {
+    float ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
+    float tc = fast_tanhf(c[j]);
+    float dh = dh_out[j] + carry_h[j];
+    float dc = carry_c[j] + dh * og * (1.0f - tc * tc);
+    dg[j] = dc * gg * ig * (1.0f - ig);
+    dg[H + j] = dc * cp[j] * fg * (1.0f - fg);
+    dg[2 * H + j] = dc * ig * (1.0f - gg * gg);
+    dg[3 * H + j] = dh * tc * og * (1.0f - og);
+    carry_c[j] = dc * fg;
   }
 }
 
@@ -253,31 +308,14 @@ static void lstm_backward_gates(const cpu_rnn_dir *d, const rnnd_batch *b, int t
   const int H = d->hidden, G = 4 * H, bs = b->batch_sizes[t];
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, NULL, 0, sv->extra);
-  const int with_state = p.rows;
-  float *dg = s->d_gates_ih + row0 * G;
   for (int i = 0; i < bs; i++) {
-    const float *g = sv->gates + (row0 + i) * G, *c = sv->extra + (row0 + i) * H;
-    const float *cp = i < with_state ? p.c + (int64_t)i * p.ldc : s->zeros, *dh_out = dout + (row0 + i) * lddo;
+    const float *cp = i < p.rows ? p.c + (int64_t)i * p.ldc : s->zeros;
     const float *carry_h = i < carried ? s->carry_h + (int64_t)i * H : s->zeros;
-    const float *carry_c_in = i < carried ? s->carry_c + (int64_t)i * H : s->zeros;
-    float *carry_c_out = i < with_state ? s->carry_c + (int64_t)i * H : s->sink + (int64_t)i * H;
-    float *dg_row = dg + (int64_t)i * G;
-    for (int j = u.begin; j < u.end; j++) {
-      float ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
-      float tc = fast_tanhf(c[j]);
-      float dh = dh_out[j] + carry_h[j];
-      float dc = carry_c_in[j] + dh * og * (1.0f - tc * tc);
-      dg_row[j] = dc * gg * ig * (1.0f - ig);
-      dg_row[H + j] = dc * cp[j] * fg * (1.0f - fg);
-      dg_row[2 * H + j] = dc * ig * (1.0f - gg * gg);
-      dg_row[3 * H + j] = dh * tc * og * (1.0f - og);
-      carry_c_out[j] = dc * fg;
-    }
-    if (d->dnnl) {
-      uint16_t *g16 = s->d_ih16 + (row0 + i) * G;
-      for (int q = 0; q < 4; q++)
-        for (int j = q * H + u.begin; j < q * H + u.end; j++) g16[j] = rnnd_f32_to_bf16(dg_row[j]);
-    }
+    float *carry_c = carry_row(s->carry_c, s->sink, i, H, carried, p.rows, u.begin, u.end);
+    float *dg = s->d_gates_ih + (row0 + i) * G;
+    lstm_backward_row(H, u.begin, u.end, sv->gates + (row0 + i) * G, sv->extra + (row0 + i) * H, cp,
+                      dout + (row0 + i) * lddo, carry_h, carry_c, dg);
+    if (d->dnnl) round_gates16(dg, s->d_ih16 + (row0 + i) * G, 4, H, u.begin, u.end);
   }
 }
 
