@@ -4,7 +4,9 @@
 # oneDNN for bf16 products on the CPU, and
 # for the test suite and reference checks Python with PyTorch, h5py, numpy,
 # matplotlib, clang with libFuzzer and valgrind, R for the forecasting
-# example's sunspot series; bible-kjv for the embedded default corpus). Runs apt-get only
+# example's sunspot series, and for the emulated cluster (tests/cluster)
+# iproute2, iputils-ping, Slurm and munge; bible-kjv for the embedded default
+# corpus). Runs apt-get only
 # when something is missing; uses sudo when not root.
 set -euo pipefail
 
@@ -13,7 +15,7 @@ packages=(build-essential cmake ninja-build pkg-config bc
           bible-kjv)
 if [ "${1:-}" = "--with-test-tools" ]; then
   packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch clang libclang-rt-14-dev valgrind
-             r-base-core)
+             r-base-core iproute2 iputils-ping util-linux slurmctld slurmd slurm-client munge)
 fi
 
 missing=()

@@ -49,6 +49,14 @@ double comm_allreduce_max_f64(const rnnd_comm *c, double value);
 /* out[r] = rank r's value (out has c->size entries). */
 void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out);
 void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root);
+/* Where a rank runs: its host (MPI_Get_processor_name) and its place among
+ * the ranks of that host (local rank and size: what binds a rank to a GPU). */
+typedef struct {
+  char host[64];
+  int32_t local_rank, local_size;
+} rnnd_rank_place;
+/* out[r] = rank r's place, on every rank (out has c->size entries). */
+void comm_gather_places(const rnnd_comm *c, rnnd_rank_place *out);
 void comm_barrier(const rnnd_comm *c);
 /* Ends every rank of the job with exit code `code` (after the caller has
  * printed why). Never returns. */

@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rnnd/common.h"
 #include "rnnd/watchdog.h"
@@ -134,6 +135,17 @@ double comm_allreduce_max_f64(const rnnd_comm *c, double value) {
 
 void comm_allgather_u64(const rnnd_comm *c, uint64_t value, uint64_t *out) {
   COLLECTIVE(c, "MPI_Allgather", MPI_Allgather(&value, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, c->world));
+}
+
+void comm_gather_places(const rnnd_comm *c, rnnd_rank_place *out) {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int length = 0;
+  MPI_CHECK(MPI_Get_processor_name(name, &length));
+  rnnd_rank_place mine = {.local_rank = c->local_rank, .local_size = c->local_size};
+  /* a longer name is cut: it only labels a line of the start-up report */
+  memcpy(mine.host, name, (size_t)length < sizeof mine.host - 1 ? (size_t)length : sizeof mine.host - 1);
+  COLLECTIVE(c, "MPI_Allgather",
+             MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, out, (int)sizeof mine, MPI_BYTE, c->world));
 }
 
 void comm_broadcast(const rnnd_comm *c, void *data, size_t bytes, int root) {

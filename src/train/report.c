@@ -136,6 +136,37 @@ static void report_data(rnnd_trainer *t) {
                 t->cfg->train.global_batch);
 }
 
+/* Appends " r" for every rank on `host` (local ranks with local = 1). */
+static void append_ranks_on(char *text, size_t size, const rnnd_rank_place *places, int world, const char *host,
+                            int local) {
+  for (int r = 0; r < world; r++) {
+    size_t used = strlen(text);
+    if (!strcmp(places[r].host, host) && used + 16 < size)
+      snprintf(text + used, size - used, " %d", local ? places[r].local_rank : r);
+  }
+}
+
+/* One line per host, hosts in the order of their first rank: which world
+ * ranks run there and their local ranks (which pick the GPU). Every rank
+ * takes part (an all-gather); rank 0 prints. */
+static void report_placement(rnnd_trainer *t) {
+  const rnnd_comm *c = t->comm;
+  rnnd_rank_place *places = RNND_ALLOC(rnnd_rank_place, c->size, "rank places");
+  comm_gather_places(c, places);
+  for (int r = 0; r < c->size; r++) {
+    int seen = 0;
+    for (int q = 0; q < r && !seen; q++) seen = !strcmp(places[q].host, places[r].host);
+    if (seen) continue;
+    char world[512] = "", local[512] = "";
+    append_ranks_on(world, sizeof world, places, c->size, places[r].host, 0);
+    append_ranks_on(local, sizeof local, places, c->size, places[r].host, 1);
+    trainer_log(t, "rnn_dist: host %s: rank%s%s as local rank%s%s of %d\n", places[r].host,
+                strchr(world + 1, ' ') ? "s" : "", world, strchr(local + 1, ' ') ? "s" : "", local,
+                places[r].local_size);
+  }
+  free(places);
+}
+
 void report_header(rnnd_trainer *t) {
   const rnnd_model_shape *s = &t->layout.shape;
   const char *core, *advice = cpu_blas_advice(&core);
@@ -144,6 +175,7 @@ void report_header(rnnd_trainer *t) {
               s->directions == 2 ? ", bidirectional" : "", s->tie_weights ? ", tied" : "", s->vocab_size,
               t->layout.numel);
   report_data(t);
+  report_placement(t);
   if (t->device.cuda) trainer_log(t, "rnn_dist: rank 0 on %s\n", t->device.name);
   trainer_log(t, "rnn_dist: backend %s, BLAS core %s, %d rank%s, %lld steps, precision %s%s\n", t->backend->ops->name,
               core, t->comm->size, t->comm->size > 1 ? "s" : "", (long long)t->total_steps,
