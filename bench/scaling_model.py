@@ -19,6 +19,19 @@ time plus whatever of the gradient all-reduce is not hidden.
                 step); what stays exposed is max(comm - (backward - its first
                 bucket's share), last bucket's comm), never below zero.
 
+Flat Ethernet (--flat "2 4": rank counts, one rank a node, as on the
+emulated cluster of tests/cluster or nodes behind one switch; MPI's ring
+all-reduce, which rnn_dist asks Open MPI for): 2 (p-1) rounds, each moving
+B/p through every node's link while p links carry traffic at once, so
+
+    time = k 2 (p-1) alpha + 2 (p-1)/p B / min(R payload, H / p)
+
+with R the link rate, payload the share of each frame that is data (TCP
+over a 1500-byte MTU: 1448 / 1514), alpha the one-way latency between two
+nodes and H what the switch (on the emulated cluster: the host, whose cores
+forward every packet) carries at most in all, measured with p streams at
+once. Prints the predicted all-reduce time per step for each count.
+
 Efficiency = single-rank step / predicted step (weak scaling). The table
 ends with the node count from which communication would dominate (exposed
 comm > compute), for each mode.
@@ -42,6 +55,26 @@ def allreduce_seconds(nbytes, nodes, gpus, a):
     intra = 2 * (gpus - 1) * (k * a.nvlink_us * 1e-6 + nbytes / (gpus * nvl_bw)) if gpus > 1 else 0.0
     inter = 2 * (nodes - 1) * (k * a.ib_us * 1e-6 + nbytes / (gpus * nodes * ib_bw)) if nodes > 1 else 0.0
     return intra + inter, k
+
+
+def flat_ring_seconds(nbytes, ranks, a):
+    """MPI ring all-reduce of nbytes over `ranks` nodes, one link each."""
+    if ranks < 2:
+        return 0.0
+    k = max(1, math.ceil(nbytes / (a.bucket_mb * 2**20)))
+    per_link = a.link_gbit * 1e9 / 8 * a.payload
+    if a.host_gbs:
+        per_link = min(per_link, a.host_gbs * 1e9 / ranks)
+    return k * 2 * (ranks - 1) * a.link_us * 1e-6 + 2 * (ranks - 1) / ranks * nbytes / per_link
+
+
+def flat_table(nbytes, a):
+    print(f"gradient {nbytes / 2**20:.2f} MiB in buckets of {a.bucket_mb:g} MiB; links {a.link_gbit:g} Gbit/s "
+          f"(payload {a.payload:.3f}), {a.link_us:g} us one way"
+          + (f", at most {a.host_gbs:g} GB/s in all" if a.host_gbs else ""))
+    print(f"{'ranks':>5} {'all-reduce ms':>14}")
+    for ranks in a.flat:
+        print(f"{ranks:>5} {1000 * flat_ring_seconds(nbytes, ranks, a):>14.2f}")
 
 
 def measured_compute_ms(path):
@@ -70,12 +103,21 @@ def main():
     p.add_argument("--nvlink-us", type=float, default=2.0)
     p.add_argument("--ib-gbs", type=float, default=50.0, help="InfiniBand GB/s per GPU (one NIC each)")
     p.add_argument("--ib-us", type=float, default=5.0)
+    p.add_argument("--flat", type=lambda v: [int(x) for x in v.split()],
+                   help='rank counts ("2 4") on flat Ethernet, one rank a node: all-reduce time only')
+    p.add_argument("--link-gbit", type=float, default=10.0, help="--flat: link rate, Gbit/s")
+    p.add_argument("--link-us", type=float, default=50.0, help="--flat: one-way latency between nodes, us")
+    p.add_argument("--payload", type=float, default=1448 / 1514, help="--flat: data share of a frame")
+    p.add_argument("--host-gbs", type=float, help="--flat: the most all links carry at once, GB/s")
     a = p.parse_args()
+    nbytes = a.grad_mb * 2**20 if a.grad_mb else a.params * (4 if a.wire == "fp32" else 2)
+    if a.flat:
+        flat_table(nbytes, a)
+        return
     if a.metrics:
         a.compute_ms = measured_compute_ms(a.metrics)
     if a.compute_ms is None:
         p.error("give --compute-ms or --metrics")
-    nbytes = a.grad_mb * 2**20 if a.grad_mb else a.params * (4 if a.wire == "fp32" else 2)
     compute = a.compute_ms / 1000.0
     backward = compute * a.backward_share
     g = a.gpus_per_node

@@ -8,7 +8,9 @@
  * combine adds in fp32 and rounds once to the 16-bit format.
  *
  * comm_init/comm_finalize bracket the program; the struct owns the
- * communicators and MPI ops it created. */
+ * communicators and MPI ops it created. comm_init asks Open MPI for the ring
+ * algorithm in its non-blocking all-reduce unless the environment chooses
+ * (comm_mpi.c says why). */
 #ifndef RNND_COMM_H
 #define RNND_COMM_H
 

@@ -81,6 +81,9 @@ cat > "$state/env.sh" <<ENV
 export OMPI_MCA_plm_rsh_agent="$here/node_exec.sh --rsh"
 export OMPI_MCA_btl=tcp,self,vader OMPI_MCA_btl_tcp_if_include=$net.0/24 OMPI_MCA_oob_tcp_if_include=$net.0/24
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# the nodes share this machine's cores, which Open MPI cannot see: ranks that
+# wait must yield them rather than spin
+export OMPI_MCA_mpi_yield_when_idle=1
 export RNND_CLUSTER_HOSTFILE=$state/hostfile
 ENV
 for k in $(seq 1 "$nodes"); do
