@@ -233,18 +233,18 @@ static plan_stats simulate_naive(const rnnd_dataset *ds, const sampler_args *a, 
   rnnd_sampler s;
   sampler_init(&s, ds, &options);
   int64_t n = s.n_pieces;
-  rnnd_piece *order = RNND_ALLOC(rnnd_piece, n, "naive epoch order");
+  uint32_t *order = RNND_ALLOC(uint32_t, n, "naive epoch order");
   rank_tally tally;
   tally_init(&tally, world);
   step_record record;
   record_init(&record, (n + global_batch - 1) / global_batch * a->epochs);
   for (int epoch = 0; epoch < a->epochs; epoch++) {
-    memcpy(order, s.pieces, (size_t)n * sizeof *order);
+    for (int64_t i = 0; i < n; i++) order[i] = (uint32_t)i;
     sampler_shuffle_pieces(order, n, rng_key2(a->seed ^ 0x4E415645ull, (uint64_t)epoch));
     for (int64_t first = 0; first < n; first += global_batch) {
       int count = n - first < global_batch ? (int)(n - first) : global_batch;
       tally_clear(&tally);
-      for (int i = 0; i < count; i++) tally_add(&tally, i % world, order[first + i].length);
+      for (int i = 0; i < count; i++) tally_add(&tally, i % world, s.piece_length[order[first + i]]);
       int64_t tokens = 0;
       for (int r = 0; r < world; r++) tokens += tally.tokens[r];
       record_step(&record, tally_imbalance(&tally), tally_critical_path(&tally), tokens,

@@ -11,7 +11,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config bc
-          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libopenblas-dev libdnnl-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools zlib1g-dev libopenblas-dev libdnnl-dev
           bible-kjv)
 if [ "${1:-}" = "--with-test-tools" ]; then
   packages+=(python3 python3-h5py python3-numpy python3-matplotlib python3-torch clang libclang-rt-14-dev valgrind

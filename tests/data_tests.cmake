@@ -86,6 +86,27 @@ function(rnnd_reader_error name regex)
   set_tests_properties(data.reader_error_${name} PROPERTIES FIXTURES_REQUIRED rnnd_data_bad)
 endfunction()
 
+# The same through the on-disk reader (the tokens are read chunk by chunk
+# and checked as they are read; these files are contiguous, no chunks).
+foreach(name good good_fixed_strings)
+  rnnd_data_test(data.reader_on_disk_ok_${name}
+    COMMAND dataset_check --on-disk ${RNND_DATA_WORK}/bad/${name}.h5)
+  set_tests_properties(data.reader_on_disk_ok_${name} PROPERTIES
+    FIXTURES_REQUIRED rnnd_data_bad PASS_REGULAR_EXPRESSION "^ok 3 sequences 10 tokens( on disk)?\n$")
+endforeach()
+rnnd_data_test(data.reader_on_disk_ok_prep COMMAND dataset_check --on-disk ${RNND_DATA_WORK}/small/test.h5)
+set_tests_properties(data.reader_on_disk_ok_prep PROPERTIES
+  FIXTURES_REQUIRED rnnd_data_small PASS_REGULAR_EXPRESSION "^ok 2 sequences 8 tokens on disk\n$")
+foreach(case "token_range;/tokens\\[2\\] = 10 is outside the vocabulary \\(chunk 0 at byte offset [0-9]+\\)"
+             "negative_id;/tokens\\[1\\] = -3 is a negative token id \\(chunk 0 at byte offset [0-9]+\\)")
+  list(GET case 0 name)
+  list(GET case 1 regex)
+  rnnd_data_test(data.reader_on_disk_error_${name}
+    COMMAND ${RNND_EXPECT_ERROR} 2 "^dataset_check: error: .*/${name}\\.h5: ${regex}$"
+            -- $<TARGET_FILE:dataset_check> --on-disk ${RNND_DATA_WORK}/bad/${name}.h5)
+  set_tests_properties(data.reader_on_disk_error_${name} PROPERTIES FIXTURES_REQUIRED rnnd_data_bad)
+endforeach()
+
 rnnd_reader_error(token_range
   [=[/tokens\[2\] = 10 is outside the vocabulary \(vocab_size 10\)]=])
 rnnd_reader_error(negative_id [=[/tokens\[1\] = -3 is a negative token id]=])
@@ -118,3 +139,12 @@ rnnd_data_test(data.bible_end_to_end
   COMMAND ${RNND_DATA_IN}/bible_e2e.sh ${RNND_TEST_DIR}/../data/prepare_bible.sh
           $<TARGET_FILE:rnn_prep> $<TARGET_FILE:dataset_check> ${RNND_DATA_WORK}/bible)
 set_tests_properties(data.bible_end_to_end PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# ---- tokens read from the file during training (token_store.h) ------------
+# A chunk corrupted mid-run, the file replaced or rewritten under the job:
+# exit 2 with one line naming the file (and the chunk and byte offset), the
+# last checkpoint still resumes.
+add_test(NAME data.on_disk_faults
+         COMMAND ${RNND_PYTHON} ${RNND_DATA_IN}/on_disk_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --data ${RNND_WORK}/bible --work ${RNND_DATA_WORK}/on_disk)
+set_tests_properties(data.on_disk_faults PROPERTIES FIXTURES_REQUIRED bible LABELS "data;train" TIMEOUT 300)

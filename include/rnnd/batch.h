@@ -40,6 +40,7 @@ typedef struct {
   int32_t *inputs;        /* [n_tokens] packed */
   int32_t *targets;       /* [n_tokens] packed */
   int32_t *positions;     /* [n_tokens] time index within the piece (for dropout keys) */
+  int32_t *piece_tokens;  /* [max_len + 1] scratch: one piece's tokens while packing */
   int32_t *labels;        /* [n_pieces] classification: class of each piece (batch_fill_labels) */
   /* Time series (batch_init_series): a row is a pair (step s -> s + 1) */
   int n_features;         /* 0: a token batch */

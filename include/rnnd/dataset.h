@@ -9,15 +9,26 @@
  * line naming the file and the offending dataset, index or attribute (exit 2).
  * Time series (rnn_dist-series, docs/formats.md) load into the same struct
  * (see n_features). The caller owns the result and releases it with
- * dataset_free(). */
+ * dataset_free().
+ *
+ * dataset_open() is dataset_load() for training and evaluation: where the
+ * file stores /tokens in a layout token_store.h reads (what rnn_prep
+ * writes), the tokens stay on disk (tokens is NULL) and are read by chunk as
+ * batches need them, validated as they are read; only the offsets (and
+ * labels) live in memory. Read tokens with dataset_read_tokens, which works
+ * for both. */
 #ifndef RNND_DATASET_H
 #define RNND_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+struct rnnd_token_store;
 
 typedef struct {
   char *path;
-  int32_t *tokens;   /* n_tokens ids */
+  int32_t *tokens;   /* n_tokens ids; NULL when they stay on disk (store) */
+  struct rnnd_token_store *store; /* dataset_open: the tokens on disk; NULL when in memory */
   int64_t *offsets;  /* n_sequences + 1 */
   int64_t n_tokens;
   int64_t n_sequences;
@@ -45,6 +56,15 @@ typedef struct {
 
 /* Loads and validates PATH. With load_vocab != 0 the /vocab strings are read too. */
 void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab);
+/* As dataset_load, leaving the tokens on disk where the file allows. */
+void dataset_open(rnnd_dataset *ds, const char *path, int load_vocab);
+/* out[i] = token begin + i, i < count (begin + count <= n_tokens). */
+void dataset_read_tokens(const rnnd_dataset *ds, int64_t begin, int64_t count, int32_t *out);
+/* Hints that tokens [begin, begin + count) are read soon (on disk: the
+ * kernel starts reading their chunks; in memory: nothing). */
+void dataset_prefetch(const rnnd_dataset *ds, int64_t begin, int64_t count);
+/* Bytes the data set holds in memory. */
+size_t dataset_bytes(const rnnd_dataset *ds);
 void dataset_free(rnnd_dataset *ds);
 /* counts[id] = how often token id occurs in a token set; counts is the
  * caller's array of vocab_size entries. */

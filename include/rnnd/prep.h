@@ -21,6 +21,7 @@ typedef struct {
   int64_t min_count; /* words seen fewer times in train become <unk>; >= 1 */
   int64_t max_vocab; /* total entries including <eos>/<unk>; 0 = unlimited, else >= 2 */
   int lowercase;     /* ASCII-lowercase all text before counting */
+  int deflate;       /* zlib level for /tokens, /offsets, /labels; 0 = none */
   int labels;        /* lines are "LABEL<TAB>w1 .. wn": also write /labels and /label_names */
   int csv;           /* the files are CSV time series: write rnn_dist-series data sets */
 } rnnd_prep_options;

@@ -15,6 +15,7 @@
 #ifndef RNND_SAMPLER_H
 #define RNND_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rnnd/dataset.h"
@@ -44,7 +45,11 @@ typedef struct {
 } rnnd_sampler_options;
 
 typedef struct {
-  rnnd_piece *pieces;       /* all pieces, in data-set order (id = index) */
+  /* all pieces, in data-set order (id = index), kept compact (16 bytes a
+   * piece with the order below) because a large corpus has millions */
+  int64_t *piece_start;     /* [n_pieces] token index of the first target */
+  int32_t *piece_length;    /* [n_pieces] */
+  int32_t *piece_scored;    /* [n_pieces] windows only (see rnnd_piece.scored); NULL otherwise */
   int64_t n_pieces;
   int max_len;
   int batch;
@@ -57,7 +62,8 @@ typedef struct {
   int32_t *bucket_upper;    /* [n_buckets] inclusive upper length bound */
   /* the current epoch's plan */
   int64_t epoch;
-  rnnd_piece *order;        /* pieces grouped into batches */
+  uint32_t *order;          /* piece indices grouped into batches */
+  rnnd_piece *drawn, *peeked; /* [largest_batch_pieces] the batch last drawn, the next one */
   rnnd_batch_ref *batches;
   int64_t n_batches;
   int64_t next_batch;
@@ -74,12 +80,19 @@ rnnd_sampler_options sampler_eval_options(int max_len, int batch);
 /* Builds the plan of `epoch` and rewinds to its first batch. */
 void sampler_start_epoch(rnnd_sampler *s, int64_t epoch);
 /* Points *pieces at the next batch's pieces (owned by the sampler, valid
- * until the next epoch starts) and returns their count; 0 when the epoch is over. */
+ * until the next draw) and returns their count; 0 when the epoch is over. */
 int sampler_next_pieces(rnnd_sampler *s, const rnnd_piece **pieces);
+/* The batch sampler_next_pieces will draw next, without drawing it (valid
+ * until the next peek); 0 at the end of the epoch. For prefetching. */
+int sampler_peek_pieces(const rnnd_sampler *s, const rnnd_piece **pieces);
+/* Piece i (id = i) of the data set. */
+rnnd_piece sampler_piece(const rnnd_sampler *s, int64_t i);
+/* Bytes the sampler holds. */
+size_t sampler_bytes(const rnnd_sampler *s);
 /* Fills *b with the next batch of the epoch; returns 0 when the epoch is over. */
 int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b);
 void sampler_free(rnnd_sampler *s);
 /* The plan's shuffle: Fisher-Yates, swap i with hash(key, i) mod (i + 1). */
-void sampler_shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key);
+void sampler_shuffle_pieces(uint32_t *p, int64_t n, uint64_t key);
 
 #endif

@@ -71,6 +71,7 @@ typedef struct {
 typedef struct {
   size_t weights, gradients, optimizer, activations, workspace;
   int64_t workspace_growths;
+  size_t data; /* host: offsets, chunk cache, piece plan (the trainer fills it in, not the step) */
   size_t held;
 } rnnd_memory;
 

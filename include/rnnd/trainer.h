@@ -72,6 +72,8 @@ typedef struct {
   rnnd_step *stepper;        /* the training step on that device (host or CUDA) */
   rnnd_batch batch;          /* this rank's share of the global batch */
   rnnd_dealer dealer;        /* shares each global batch out to the ranks */
+  rnnd_dealer lookahead;     /* the same for the next batch, to prefetch its tokens */
+  rnnd_piece *next_share;    /* [batch.max_pieces] this rank's share of the next batch */
   rnnd_piece *share;         /* this rank's pieces of the current global batch */
   rnnd_metrics metrics;      /* rank 0: OUTPUT/metrics.h5 */
   int64_t total_steps;

@@ -18,6 +18,7 @@ void batch_init(rnnd_batch *b, int max_pieces, int max_len, int64_t max_tokens) 
   b->targets = RNND_ALLOC(int32_t, max_tokens, "batch targets");
   b->positions = RNND_ALLOC(int32_t, max_tokens, "batch positions");
   b->labels = RNND_ALLOC(int32_t, max_pieces, "batch labels");
+  b->piece_tokens = RNND_ALLOC(int32_t, (size_t)max_len + 1, "piece tokens");
 }
 
 void batch_free(rnnd_batch *b) {
@@ -28,6 +29,7 @@ void batch_free(rnnd_batch *b) {
   free(b->targets);
   free(b->positions);
   free(b->labels);
+  free(b->piece_tokens);
   free(b->series_in);
   free(b->series_target);
   free(b->scored);
@@ -59,6 +61,30 @@ static void fill_series_row(rnnd_batch *b, const rnnd_dataset *ds, int64_t row, 
   b->n_scored += scored;
 }
 
+/* Piece i's rows: its tokens (and the one before, its first input) read in
+ * one go, from memory or from the file's chunks. */
+static void fill_token_piece(rnnd_batch *b, const rnnd_dataset *ds, int i) {
+  const rnnd_piece *p = &b->pieces[i];
+  const int64_t from = p->start > 0 ? p->start - 1 : 0;
+  dataset_read_tokens(ds, from, p->start + p->length - from, b->piece_tokens);
+  for (int t = 0; t < p->length; t++) {
+    int64_t row = b->step_offsets[t] + i, at = p->start + t;
+    b->positions[row] = t;
+    b->targets[row] = b->piece_tokens[at - from];
+    b->inputs[row] = at > 0 ? b->piece_tokens[at - 1 - from] : ds->eos_id;
+  }
+}
+
+static void fill_series_piece(rnnd_batch *b, const rnnd_dataset *ds, int i) {
+  const rnnd_piece *p = &b->pieces[i];
+  for (int t = 0; t < p->length; t++) {
+    int64_t row = b->step_offsets[t] + i;
+    b->positions[row] = t;
+    b->inputs[row] = b->targets[row] = 0;
+    fill_series_row(b, ds, row, p->start + t, !p->scored || t >= p->length - p->scored);
+  }
+}
+
 void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces, int count) {
   RNND_ASSERT(count >= 1 && count <= b->max_pieces);
   memcpy(b->pieces, pieces, (size_t)count * sizeof *pieces);
@@ -82,18 +108,8 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
     b->n_scored = 0;
   }
   for (int i = 0; i < count; i++) {
-    const rnnd_piece *p = &b->pieces[i];
-    for (int t = 0; t < p->length; t++) {
-      int64_t row = b->step_offsets[t] + i, at = p->start + t;
-      b->positions[row] = t;
-      if (ds->n_features) {
-        b->inputs[row] = b->targets[row] = 0;
-        fill_series_row(b, ds, row, at, !p->scored || t >= p->length - p->scored);
-        continue;
-      }
-      b->targets[row] = ds->tokens[at];
-      b->inputs[row] = at > 0 ? ds->tokens[at - 1] : ds->eos_id;
-    }
+    if (ds->n_features) fill_series_piece(b, ds, i);
+    else fill_token_piece(b, ds, i);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rnnd/common.h"
+#include "rnnd/token_store.h"
 
 #define FORMAT_NAME "rnn_dist-lm"
 #define SERIES_FORMAT_NAME "rnn_dist-series"
@@ -229,10 +230,15 @@ static void read_offsets(rnnd_dataset *ds, hid_t file) {
   CHECK_H5(H5Dclose(dset), ds->path, "cannot close /offsets");
 }
 
-static void read_tokens(rnnd_dataset *ds, hid_t file) {
+/* on_disk: leave them in the file when token_store reads its layout. */
+static void read_tokens(rnnd_dataset *ds, hid_t file, int on_disk) {
   hsize_t n = 0;
   hid_t dset = open_vector(file, ds->path, "tokens", H5T_INTEGER, "integers", &n);
   ds->n_tokens = (int64_t)n;
+  if (on_disk && (ds->store = token_store_open(ds->path, dset, ds->n_tokens, ds->vocab_size))) {
+    CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
+    return;
+  }
   ds->tokens = RNND_ALLOC(int32_t, n, "data-set tokens");
   /* NATIVE_INT32 as memory type: HDF5 converts whatever integer type is stored
    * (values beyond 32 bits clamp and then fail the range check below). */
@@ -425,7 +431,7 @@ static void load_series(rnnd_dataset *ds, hid_t file) {
       fail_at(ds->path, "/std[%d] = %g must be positive and /mean[%d] finite", (int)f, ds->std[f], (int)f);
 }
 
-void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
+static void load(rnnd_dataset *ds, const char *path, int load_vocab, int on_disk) {
   memset(ds, 0, sizeof *ds);
   ds->path = rnnd_strdup(path);
   rnnd_reading_begin(path);
@@ -438,18 +444,48 @@ void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) {
   }
   read_header(ds, file);
   read_offsets(ds, file);
-  read_tokens(ds, file);
+  read_tokens(ds, file, on_disk);
   validate_offsets(ds);
-  validate_tokens(ds);
+  if (ds->tokens) validate_tokens(ds); /* on disk: as each chunk is read */
   read_labels(ds, file);
   if (load_vocab) read_vocab(ds, file);
   CHECK_H5(H5Fclose(file), path, "cannot close file");
   rnnd_reading_end();
 }
 
+void dataset_load(rnnd_dataset *ds, const char *path, int load_vocab) { load(ds, path, load_vocab, 0); }
+
+void dataset_open(rnnd_dataset *ds, const char *path, int load_vocab) { load(ds, path, load_vocab, 1); }
+
+void dataset_read_tokens(const rnnd_dataset *ds, int64_t begin, int64_t count, int32_t *out) {
+  if (ds->store) token_store_read(ds->store, begin, count, out);
+  else memcpy(out, ds->tokens + begin, (size_t)count * sizeof *out);
+}
+
+void dataset_prefetch(const rnnd_dataset *ds, int64_t begin, int64_t count) {
+  if (ds->store) token_store_prefetch(ds->store, begin, count);
+}
+
+size_t dataset_bytes(const rnnd_dataset *ds) {
+  size_t bytes = (size_t)(ds->n_sequences + 1) * sizeof *ds->offsets;
+  if (ds->tokens) bytes += (size_t)ds->n_tokens * sizeof *ds->tokens;
+  if (ds->store) bytes += token_store_bytes(ds->store);
+  if (ds->labels) bytes += (size_t)ds->n_sequences * sizeof *ds->labels;
+  if (ds->values) bytes += (size_t)ds->n_steps * (size_t)ds->n_features * sizeof *ds->values;
+  if (ds->input_row) bytes += (size_t)ds->n_tokens * sizeof *ds->input_row;
+  return bytes;
+}
+
 void dataset_count_tokens(const rnnd_dataset *ds, int64_t *counts) {
   memset(counts, 0, (size_t)ds->vocab_size * sizeof *counts);
-  for (int64_t i = 0; i < ds->n_tokens; i++) counts[ds->tokens[i]]++;
+  enum { BLOCK = 1 << 16 };
+  int32_t *block = RNND_ALLOC(int32_t, BLOCK, "token count block");
+  for (int64_t at = 0; at < ds->n_tokens; at += BLOCK) {
+    int64_t n = ds->n_tokens - at < BLOCK ? ds->n_tokens - at : BLOCK;
+    dataset_read_tokens(ds, at, n, block);
+    for (int64_t i = 0; i < n; i++) counts[block[i]]++;
+  }
+  free(block);
 }
 
 void dataset_free(rnnd_dataset *ds) {
@@ -458,6 +494,7 @@ void dataset_free(rnnd_dataset *ds) {
     free(ds->vocab);
   }
   free(ds->tokens);
+  token_store_close(ds->store);
   if (ds->series_offsets != ds->offsets) free(ds->series_offsets);
   free(ds->offsets);
   free(ds->labels);

@@ -1,14 +1,16 @@
-/* prep.c — rnn_prep (prep.h): command line, text reading and tokenising, the
- * vocabulary hash table, encoding, and atomic HDF5 output in the layout that
- * dataset_load() reads (docs/formats.md). */
+/* prep.c — rnn_prep (prep.h): command line, streamed text reading and
+ * tokenising, the vocabulary hash table, encoding, and atomic HDF5 output in
+ * the layout that dataset_load() reads (docs/formats.md). */
 #define _POSIX_C_SOURCE 200809L
 #include "rnnd/prep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rnnd/common.h"
 #include "rnnd/label_table.h"
@@ -43,6 +45,9 @@ static const char usage_text[] =
     "  --max-vocab N    at most N vocabulary entries including <eos> and <unk>\n"
     "                   (default 0 = unlimited)\n"
     "  --lowercase      lowercase ASCII letters before counting\n"
+    "  --deflate N      compress /tokens, /offsets and /labels with zlib level N\n"
+    "                   (1-9; default 0 = stored as they are: fastest to write,\n"
+    "                   and to read a batch's pieces during training)\n"
     "  --labels         classification data: every line is LABEL<TAB>text; writes\n"
     "                   /labels and /label_names too (model.task = classify)\n"
     "  --csv            time series (model.task = regress): a header of column\n"
@@ -75,8 +80,9 @@ static void check_options(const rnnd_prep_options *opt) {
   if (opt->min_count < 1) rnnd_input_error("--min-count must be at least 1");
   if (opt->max_vocab == 1)
     rnnd_input_error("--max-vocab must be 0 (unlimited) or at least 2 (<eos> and <unk>)");
-  if (opt->csv && (opt->labels || opt->lowercase || opt->max_vocab || opt->min_count != 1))
-    rnnd_input_error("--csv takes no text options (--labels, --lowercase, --min-count, --max-vocab)");
+  if (opt->deflate > 9) rnnd_input_error("--deflate must be 0 (no compression) to 9");
+  if (opt->csv && (opt->labels || opt->lowercase || opt->max_vocab || opt->min_count != 1 || opt->deflate))
+    rnnd_input_error("--csv takes no text options (--labels, --lowercase, --min-count, --max-vocab, --deflate)");
 }
 
 int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv) {
@@ -99,6 +105,8 @@ int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv) {
       opt->min_count = parse_count(arg, option_value(argc, argv, &i));
     } else if (!strcmp(arg, "--max-vocab")) {
       opt->max_vocab = parse_count(arg, option_value(argc, argv, &i));
+    } else if (!strcmp(arg, "--deflate")) {
+      opt->deflate = (int)parse_count(arg, option_value(argc, argv, &i));
     } else if (!strcmp(arg, "--lowercase")) {
       opt->lowercase = 1;
     } else if (!strcmp(arg, "--labels")) {
@@ -115,34 +123,52 @@ int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv) {
   return 0;
 }
 
-/* ==== text ============================================================= */
+/* ==== text, streamed ==================================================== */
 
+/* Reads a text file a block at a time and hands out whole lines, validated
+ * (no NUL byte, valid UTF-8: the vocabulary is stored as UTF-8 strings) and
+ * lowercased if asked, so memory is the block, or the longest line if
+ * longer, whatever the file's size. */
 typedef struct {
   const char *path;
-  char *data; /* owned; not NUL-terminated */
-  size_t size;
-} text_file;
+  FILE *file;
+  int lowercase;
+  char *buf;          /* owned; [pos, len) not handed out yet */
+  size_t cap, len, pos;
+  long line;          /* number of the line last handed out (1-based) */
+  int at_end;
+} text_stream;
 
-static void read_all(text_file *t, FILE *f) {
-  size_t cap = 1 << 20;
-  t->data = rnnd_malloc(cap, "text");
-  for (;;) {
-    if (t->size == cap) {
-      cap *= 2;
-      char *grown = realloc(t->data, cap);
-      if (!grown) RNND_FAIL("out of memory reading %s (%zu bytes)", t->path, cap);
-      t->data = grown;
-    }
-    size_t got = fread(t->data + t->size, 1, cap - t->size, f);
-    t->size += got;
-    if (got == 0) break;
-  }
+#define TEXT_BLOCK ((size_t)1 << 23)
+#define TEXT_PAD 8 /* bytes allocated past the buffer's capacity: word_head reads 8 bytes at a word */
+
+static void stream_open(text_stream *t, const char *path, int lowercase) {
+  *t = (text_stream){.path = path, .lowercase = lowercase, .cap = TEXT_BLOCK};
+  t->file = fopen(path, "rb");
+  if (!t->file) rnnd_input_error("%s: cannot open (%s)", path, strerror(errno));
+  t->buf = rnnd_calloc(t->cap + TEXT_PAD, 1, "text block");
 }
 
-static long line_of(const text_file *t, size_t byte) {
-  long line = 1;
-  for (size_t i = 0; i < byte; i++) line += t->data[i] == '\n';
-  return line;
+static void stream_close(text_stream *t) {
+  fclose(t->file);
+  free(t->buf);
+}
+
+/* Moves what is left to the front, grows the buffer if a line fills it,
+ * and reads more; sets at_end once the file is exhausted. */
+static void stream_fill(text_stream *t) {
+  memmove(t->buf, t->buf + t->pos, t->len - t->pos);
+  t->len -= t->pos, t->pos = 0;
+  if (t->len == t->cap) {
+    t->cap *= 2;
+    char *grown = realloc(t->buf, t->cap + TEXT_PAD);
+    if (!grown) RNND_FAIL("out of memory reading %s (a line of %zu bytes)", t->path, t->len);
+    t->buf = grown;
+  }
+  size_t got = fread(t->buf + t->len, 1, t->cap - t->len, t->file);
+  if (got == 0 && ferror(t->file)) rnnd_input_error("%s: cannot read (%s)", t->path, strerror(errno));
+  t->len += got;
+  t->at_end = got == 0;
 }
 
 /* Length of the valid UTF-8 sequence at S (at most N bytes), 0 if invalid. */
@@ -162,30 +188,26 @@ static size_t utf8_length(const unsigned char *s, size_t n) {
   return len;
 }
 
-/* The vocabulary is stored as UTF-8 strings, so the text has to be UTF-8. */
-static void check_text(const text_file *t) {
-  const unsigned char *s = (const unsigned char *)t->data;
-  for (size_t i = 0; i < t->size;) {
-    if (s[i] == 0) rnnd_input_error("%s:%ld: contains a NUL byte (not a text file?)", t->path,
-                                    line_of(t, i));
-    size_t len = utf8_length(s + i, t->size - i);
-    if (len == 0) rnnd_input_error("%s:%ld: invalid UTF-8", t->path, line_of(t, i));
-    i += len;
-  }
+/* 8 bytes, all ASCII and none zero: the common case, checked a word at a time. */
+static int plain_ascii8(const unsigned char *s) {
+  uint64_t v;
+  memcpy(&v, s, sizeof v);
+  const uint64_t high = 0x8080808080808080ull, ones = 0x0101010101010101ull;
+  return !(v & high) && !((v - ones) & ~v & high);
 }
 
-static void read_text(text_file *t, const char *path, int lowercase) {
-  memset(t, 0, sizeof *t);
-  t->path = path;
-  FILE *f = fopen(path, "rb");
-  if (!f) rnnd_input_error("%s: cannot open (%s)", path, strerror(errno));
-  read_all(t, f);
-  if (ferror(f)) rnnd_input_error("%s: cannot read (%s)", path, strerror(errno));
-  fclose(f);
-  check_text(t);
-  if (lowercase)
-    for (size_t i = 0; i < t->size; i++)
-      if (t->data[i] >= 'A' && t->data[i] <= 'Z') t->data[i] = (char)(t->data[i] - 'A' + 'a');
+static void check_line(const text_stream *t, const char *line, size_t n) {
+  const unsigned char *s = (const unsigned char *)line;
+  for (size_t i = 0; i < n;) {
+    if (i + 8 <= n && plain_ascii8(s + i)) {
+      i += 8;
+      continue;
+    }
+    if (s[i] == 0) rnnd_input_error("%s:%ld: contains a NUL byte (not a text file?)", t->path, t->line);
+    size_t len = utf8_length(s + i, n - i);
+    if (len == 0) rnnd_input_error("%s:%ld: invalid UTF-8", t->path, t->line);
+    i += len;
+  }
 }
 
 /* A half-open byte range [pos, end) that the scanners below consume. */
@@ -193,17 +215,32 @@ typedef struct {
   const char *pos, *end;
 } cursor;
 
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-/* Splits off the next line (without its '\n'); returns 0 at the end of TEXT. */
-static int next_line(cursor *text, cursor *line) {
-  if (text->pos >= text->end) return 0;
-  const char *nl = memchr(text->pos, '\n', (size_t)(text->end - text->pos));
-  line->pos = text->pos;
-  line->end = nl ? nl : text->end;
-  text->pos = nl ? nl + 1 : text->end;
+/* The next line (without its '\n'), checked; 0 at the end of the file. The
+ * line stays valid until the next call. */
+static int stream_line(text_stream *t, cursor *line) {
+  char *nl;
+  while (!(nl = memchr(t->buf + t->pos, '\n', t->len - t->pos))) {
+    if (t->at_end) {
+      if (t->pos == t->len) return 0;
+      nl = t->buf + t->len; /* a last line without its newline */
+      break;
+    }
+    stream_fill(t);
+  }
+  char *start = t->buf + t->pos;
+  t->pos = nl < t->buf + t->len ? (size_t)(nl - t->buf) + 1 : t->len;
+  t->line++;
+  check_line(t, start, (size_t)(nl - start));
+  if (t->lowercase)
+    for (char *c = start; c < nl; c++)
+      if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+  *line = (cursor){start, nl};
   return 1;
 }
+
+/* ' ', '\t', '\r', '\v', '\f' as bits of one word: a test per byte without branches on each. */
+#define SPACE_BITS ((1ull << ' ') | (1ull << '\t') | (1ull << '\r') | (1ull << '\v') | (1ull << '\f'))
+static int is_space(char c) { return (unsigned char)c <= ' ' && ((SPACE_BITS >> (unsigned char)c) & 1); }
 
 /* Splits off the next whitespace-separated word; returns 0 when none is left. */
 static int next_word(cursor *line, const char **word, size_t *len) {
@@ -217,77 +254,163 @@ static int next_word(cursor *line, const char **word, size_t *len) {
 
 /* ==== vocabulary hash table (open addressing, linear probing) ========== */
 
+/* A word of the vocabulary, in order of first occurrence. */
 typedef struct {
-  const char *text; /* into the training text or a literal; not NUL-terminated */
+  const char *text; /* in the table's word arena; not NUL-terminated */
   size_t len;
-  uint64_t hash;
-  int64_t count;
-  int32_t id; /* -1: not in the vocabulary (maps to <unk>) */
+  int64_t count;    /* training occurrences (table_collect_counts fills it in) */
+  int32_t id;       /* -1: not in the vocabulary (maps to <unk>) */
 } vocab_entry;
 
+/* A slot is 16 bytes and says whether it holds a word without looking
+ * further for words of at most 8 bytes (most words: the text has no NUL, so
+ * the zero-padded first 8 bytes are the word), so a look-up usually touches
+ * one cache line of a small array: look-ups are most of rnn_prep's time. */
 typedef struct {
+  uint32_t tag;   /* the hash's high half */
+  uint32_t entry; /* index + 1 into entries; 0 = empty */
+  uint64_t head;  /* the word's first 8 bytes, zero-padded (word_head) */
+} vocab_slot;
+
+/* The words' bytes, in blocks that never move (entries point into them). */
+typedef struct word_block {
+  struct word_block *next;
+  size_t used, cap;
+  char bytes[];
+} word_block;
+
+typedef struct {
+  word_block *words;    /* newest block first */
   vocab_entry *entries; /* in order of first occurrence; 0 and 1 are the specials */
+  int64_t *counts;      /* [cap_entries] running counts, by entry (table_collect_counts) */
   int64_t n_entries, cap_entries;
-  int64_t *slots; /* entry index + 1; 0 = empty */
-  uint64_t mask;  /* slot count - 1 (a power of two) */
+  vocab_slot *slots;
+  uint64_t mask; /* slot count - 1 (a power of two) */
 } vocab_table;
 
+/* The first 8 bytes of a word as one number, zero-padded. Reads 8 bytes
+ * at w: words come from the text buffer, which has TEXT_PAD bytes to spare
+ * after its end, or from padded literals. */
+static uint64_t word_head(const char *w, size_t n) {
+  uint64_t v;
+  memcpy(&v, w, sizeof v);
+  return n >= 8 ? v : v & ((1ull << (8 * n)) - 1);
+}
+
+/* A word's hash: 8 bytes at a time (a multiply per 8 bytes, not per byte),
+ * mixed so the low bits the table uses depend on every byte. */
 static uint64_t hash_word(const char *s, size_t n) {
-  uint64_t h = 14695981039346656037ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
+  const uint64_t k = 0x9E3779B97F4A7C15ull;
+  uint64_t h = (uint64_t)n * k;
+  for (; n >= 8; s += 8, n -= 8) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    h = (h ^ v) * k;
+    h ^= h >> 29;
+  }
+  if (n) h = (h ^ word_head(s, n)) * k; /* the last 1..7 bytes, zero-padded */
+  h ^= h >> 32;
+  h *= 0xD6E8FEB86659FD93ull;
+  return h ^ (h >> 32);
+}
+
+/* next_word, with the word's hash_word. */
+static int next_hashed_word(cursor *line, const char **word, size_t *len, uint64_t *hash) {
+  const char *p = line->pos, *end = line->end;
+  while (p < end && is_space(*p)) p++;
+  if (p >= end) {
+    line->pos = p;
+    return 0;
+  }
+  const char *start = p;
+  while (p < end && !is_space(*p)) p++;
+  *word = start, *len = (size_t)(p - start), *hash = hash_word(start, *len);
+  line->pos = p;
+  return 1;
+}
+
+static int slot_holds(const vocab_table *t, const vocab_slot *x, const char *w, size_t n, uint64_t h, uint64_t head) {
+  if (x->tag != (uint32_t)(h >> 32) || x->head != head) return 0;
+  if (n <= 8) return 1;
+  const vocab_entry *e = &t->entries[x->entry - 1];
+  return e->len == n && memcmp(e->text + 8, w + 8, n - 8) == 0;
 }
 
 /* Slot holding WORD, or the empty slot where it would go. */
 static uint64_t find_slot(const vocab_table *t, const char *w, size_t n, uint64_t h) {
-  for (uint64_t s = h & t->mask;; s = (s + 1) & t->mask) {
-    int64_t e = t->slots[s];
-    if (e == 0) return s;
-    const vocab_entry *x = &t->entries[e - 1];
-    if (x->hash == h && x->len == n && memcmp(x->text, w, n) == 0) return s;
-  }
+  const uint64_t head = word_head(w, n);
+  for (uint64_t s = h & t->mask;; s = (s + 1) & t->mask)
+    if (t->slots[s].entry == 0 || slot_holds(t, &t->slots[s], w, n, h, head)) return s;
 }
 
 /* Doubles the slot array; keeps the load factor at or below one half. */
 static void grow_slots(vocab_table *t) {
   uint64_t n_slots = (t->mask + 1) * 2;
-  free(t->slots);
-  t->slots = RNND_ALLOC(int64_t, n_slots, "vocabulary hash slots");
+  vocab_slot *old = t->slots;
+  uint64_t old_slots = t->mask + 1;
+  t->slots = RNND_ALLOC(vocab_slot, n_slots, "vocabulary hash slots");
   t->mask = n_slots - 1;
-  for (int64_t e = 0; e < t->n_entries; e++) {
-    const vocab_entry *x = &t->entries[e];
-    t->slots[find_slot(t, x->text, x->len, x->hash)] = e + 1;
+  for (uint64_t i = 0; i < old_slots; i++) {
+    if (!old[i].entry) continue;
+    const vocab_entry *e = &t->entries[old[i].entry - 1];
+    uint64_t s = hash_word(e->text, e->len) & t->mask;
+    while (t->slots[s].entry) s = (s + 1) & t->mask;
+    t->slots[s] = old[i];
   }
+  free(old);
 }
 
-static vocab_entry *append_entry(vocab_table *t, const char *w, size_t n, uint64_t h,
-                                 uint64_t slot) {
+/* A lasting copy of the n bytes at w. */
+static const char *keep_word(vocab_table *t, const char *w, size_t n) {
+  word_block *b = t->words;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > ((size_t)1 << 20) ? n : (size_t)1 << 20;
+    word_block *fresh = rnnd_calloc(1, sizeof *fresh + cap + 8, "vocabulary words"); /* + 8: word_head */
+    *fresh = (word_block){.next = b, .used = 0, .cap = cap};
+    t->words = b = fresh;
+  }
+  char *copy = b->bytes + b->used;
+  memcpy(copy, w, n);
+  b->used += n;
+  return copy;
+}
+
+static vocab_slot *append_entry(vocab_table *t, const char *w, size_t n, uint64_t h, uint64_t slot) {
+  if (n > UINT32_MAX) RNND_FAIL("a word of %zu bytes", n);
   if (t->n_entries == t->cap_entries) {
     t->cap_entries *= 2;
     vocab_entry *grown = realloc(t->entries, (size_t)t->cap_entries * sizeof *grown);
-    if (!grown) RNND_FAIL("out of memory growing the vocabulary to %lld words",
-                          (long long)t->cap_entries);
-    t->entries = grown;
+    int64_t *counts = realloc(t->counts, (size_t)t->cap_entries * sizeof *counts);
+    if (!grown || !counts) RNND_FAIL("out of memory growing the vocabulary to %lld words", (long long)t->cap_entries);
+    t->entries = grown, t->counts = counts;
   }
-  vocab_entry *x = &t->entries[t->n_entries++];
-  *x = (vocab_entry){.text = w, .len = n, .hash = h, .count = 0, .id = -1};
-  t->slots[slot] = t->n_entries;
-  if ((uint64_t)t->n_entries * 2 > t->mask + 1) grow_slots(t);
+  t->counts[t->n_entries] = 0;
+  t->entries[t->n_entries++] = (vocab_entry){.text = keep_word(t, w, n), .len = n, .id = -1};
+  vocab_slot *x = &t->slots[slot];
+  *x = (vocab_slot){.tag = (uint32_t)(h >> 32), .entry = (uint32_t)t->n_entries, .head = word_head(w, n)};
+  if ((uint64_t)t->n_entries * 2 > t->mask + 1) {
+    grow_slots(t);
+    x = &t->slots[find_slot(t, w, n, h)];
+  }
   return x;
 }
 
-/* The entry for WORD, added (count 0, no id) if new. */
-static vocab_entry *table_intern(vocab_table *t, const char *w, size_t n) {
-  uint64_t h = hash_word(w, n);
+/* The slot of WORD, added (count 0, no id) if new; h: hash_word(w, n). */
+static vocab_slot *table_intern(vocab_table *t, const char *w, size_t n, uint64_t h) {
   uint64_t slot = find_slot(t, w, n, h);
-  if (t->slots[slot]) return &t->entries[t->slots[slot] - 1];
+  if (t->slots[slot].entry) return &t->slots[slot];
   return append_entry(t, w, n, h, slot);
 }
 
-static int32_t table_id(const vocab_table *t, const char *w, size_t n) {
-  int64_t e = t->slots[find_slot(t, w, n, hash_word(w, n))];
+static int32_t table_id(const vocab_table *t, const char *w, size_t n, uint64_t h) {
+  uint32_t e = t->slots[find_slot(t, w, n, h)].entry;
   if (e == 0 || t->entries[e - 1].id < 0) return UNK_ID;
   return t->entries[e - 1].id;
+}
+
+/* The running counts into the entries (after counting). */
+static void table_collect_counts(vocab_table *t) {
+  for (int64_t e = 0; e < t->n_entries; e++) t->entries[e].count = t->counts[e];
 }
 
 /* The specials go in first so that a literal <unk>/<eos> in the text maps to
@@ -296,14 +419,23 @@ static void table_init(vocab_table *t) {
   memset(t, 0, sizeof *t);
   t->cap_entries = 1 << 12;
   t->entries = RNND_ALLOC(vocab_entry, (size_t)t->cap_entries, "vocabulary");
+  t->counts = RNND_ALLOC(int64_t, (size_t)t->cap_entries, "word counts");
   t->mask = (1 << 13) - 1;
-  t->slots = RNND_ALLOC(int64_t, t->mask + 1, "vocabulary hash slots");
-  table_intern(t, EOS_WORD, strlen(EOS_WORD))->id = EOS_ID;
-  table_intern(t, UNK_WORD, strlen(UNK_WORD))->id = UNK_ID;
+  t->slots = RNND_ALLOC(vocab_slot, t->mask + 1, "vocabulary hash slots");
+  static const char eos[16] = EOS_WORD, unk[16] = UNK_WORD; /* padded: word_head reads 8 bytes */
+  table_intern(t, eos, strlen(eos), hash_word(eos, strlen(eos)));
+  table_intern(t, unk, strlen(unk), hash_word(unk, strlen(unk)));
+  t->entries[0].id = EOS_ID, t->entries[1].id = UNK_ID;
 }
 
 static void table_free(vocab_table *t) {
+  while (t->words) {
+    word_block *next = t->words->next;
+    free(t->words);
+    t->words = next;
+  }
   free(t->entries);
+  free(t->counts);
   free(t->slots);
   memset(t, 0, sizeof *t);
 }
@@ -323,41 +455,155 @@ static int by_count_then_first(const void *pa, const void *pb) {
 /* With labels: splits "LABEL<TAB>text" into the label and the text (left in
  * line). Returns 0 for a blank line; a line without a tab or without words
  * after it is an error naming the file and line. */
-static int split_label(const text_file *text, cursor *line, cursor *label) {
+static int split_label(const text_stream *text, cursor *line, cursor *label) {
   const char *p = line->pos;
   while (p < line->end && is_space(*p) && *p != '\t') p++;
   if (p == line->end) return 0;
   const char *tab = memchr(line->pos, '\t', (size_t)(line->end - line->pos));
-  if (!tab || tab == line->pos)
-    rnnd_input_error("%s:%ld: expected LABEL<TAB>text (--labels)", text->path, line_of(text, (size_t)(p - text->data)));
+  if (!tab || tab == line->pos) rnnd_input_error("%s:%ld: expected LABEL<TAB>text (--labels)", text->path, text->line);
   *label = (cursor){line->pos, tab};
   line->pos = tab + 1;
   cursor rest = *line;
   const char *w;
   size_t n;
-  if (!next_word(&rest, &w, &n))
-    rnnd_input_error("%s:%ld: no words after the label", text->path, line_of(text, (size_t)(p - text->data)));
+  if (!next_word(&rest, &w, &n)) rnnd_input_error("%s:%ld: no words after the label", text->path, text->line);
   return 1;
 }
 
-static void count_words(vocab_table *t, label_table *labels, const text_file *text) {
-  cursor all = {text->data, text->data + text->size}, line, label;
+/* The next line that may make a sequence (with labels "LABEL<TAB>words",
+ * label set); 0 at the end of the file. Without labels it may hold no word
+ * (a blank line), which makes no sequence. */
+static int next_sequence(text_stream *text, int labelled, cursor *line, cursor *label) {
+  while (stream_line(text, line))
+    if (!labelled || split_label(text, line, label)) return 1;
+  return 0;
+}
+
+/* The training set's id of a split's label, or an error naming the line. */
+static int32_t label_id(const text_stream *text, const label_table *labels, cursor label) {
+  int32_t id = label_table_find(labels, label.pos, (size_t)(label.end - label.pos));
+  if (id < 0)
+    rnnd_input_error("%s:%ld: label '%.*s' does not occur in the training set", text->path, text->line,
+                     (int)(label.end - label.pos), label.pos);
+  return id;
+}
+
+/* The training text as the vocabulary entries of its words, in order, with
+ * END_OF_SEQUENCE after each sequence: written by pass 1 to a file in the
+ * output directory (unlinked as soon as it is made, so it never outlives
+ * the process), read back by pass 2, which then needs no second look-up of
+ * every word. A buffer at a time: 4 bytes a word on disk, not in memory. */
+typedef struct {
+  int fd;
+  uint32_t *buf;
+  size_t n, at, cap;
+  const char *dir;
+} entry_stream;
+
+#define END_OF_SEQUENCE UINT32_MAX
+#define ENTRY_BUFFER ((size_t)1 << 20)
+
+static void entries_open(entry_stream *e, const char *dir) {
+  char *path = join_path(dir, ".rnn_prep_entries.tmp");
+  *e = (entry_stream){.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), .cap = ENTRY_BUFFER, .dir = dir};
+  if (e->fd < 0) rnnd_input_error("%s: cannot create a scratch file (%s)", path, strerror(errno));
+  unlink(path);
+  free(path);
+  e->buf = RNND_ALLOC(uint32_t, e->cap, "word entries buffer");
+}
+
+static void entries_flush(entry_stream *e) {
+  const char *p = (const char *)e->buf;
+  size_t left = e->n * sizeof *e->buf;
+  while (left > 0) {
+    ssize_t done = write(e->fd, p, left);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) rnnd_input_error("%s: cannot write the scratch file (%s)", e->dir, strerror(errno));
+    p += done, left -= (size_t)done;
+  }
+  e->n = 0;
+}
+
+static void entries_put(entry_stream *e, uint32_t value) {
+  if (e->n == e->cap) entries_flush(e);
+  e->buf[e->n++] = value;
+}
+
+/* Back to the start, for reading. */
+static void entries_rewind(entry_stream *e) {
+  entries_flush(e);
+  if (lseek(e->fd, 0, SEEK_SET) != 0) rnnd_input_error("%s: cannot read the scratch file (%s)", e->dir, strerror(errno));
+  e->n = e->at = 0;
+}
+
+/* The next value into *value; 0 at the end. */
+static int entries_next(entry_stream *e, uint32_t *value) {
+  if (e->at == e->n) {
+    ssize_t got;
+    do got = read(e->fd, e->buf, e->cap * sizeof *e->buf);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) rnnd_input_error("%s: cannot read the scratch file (%s)", e->dir, strerror(errno));
+    e->n = (size_t)got / sizeof *e->buf, e->at = 0;
+    if (e->n == 0) return 0;
+  }
+  *value = e->buf[e->at++];
+  return 1;
+}
+
+static void entries_close(entry_stream *e) {
+  close(e->fd);
+  free(e->buf);
+}
+
+/* Pass 1 over the training text: word counts and labels; without labels
+ * also the entry stream of the text (entries != NULL). */
+static void count_words(vocab_table *t, label_table *labels, const rnnd_prep_options *opt, entry_stream *entries) {
+  text_stream text;
+  stream_open(&text, opt->train, opt->lowercase);
+  cursor line, label;
+  int64_t sequences = 0;
   const char *w;
   size_t n;
-  while (next_line(&all, &line)) {
-    if (labels) {
-      if (!split_label(text, &line, &label)) continue;
-      label_table_add(labels, label.pos, (size_t)(label.end - label.pos));
+  uint64_t h;
+  while (next_sequence(&text, labels != NULL, &line, &label)) {
+    if (labels) label_table_add(labels, label.pos, (size_t)(label.end - label.pos));
+    int64_t words = 0;
+    for (; next_hashed_word(&line, &w, &n, &h); words++) {
+      uint32_t e = table_intern(t, w, n, h)->entry - 1;
+      t->counts[e]++;
+      if (entries) entries_put(entries, e);
     }
-    while (next_word(&line, &w, &n)) table_intern(t, w, n)->count++;
+    if (words > 0 && entries) entries_put(entries, END_OF_SEQUENCE);
+    sequences += words > 0;
   }
+  if (sequences == 0) rnnd_input_error("%s: no non-blank lines (empty data set)", opt->train);
+  table_collect_counts(t);
+  if (t->n_entries >= (int64_t)END_OF_SEQUENCE) rnnd_input_error("%s: more than 2^32 distinct words", opt->train);
+  stream_close(&text);
+}
+
+/* Pass 1 over the other splits: readable text, labels the training set
+ * has, at least one sequence; so that writing never meets bad input. */
+static void check_split(const char *path, const rnnd_prep_options *opt, const label_table *labels) {
+  text_stream text;
+  stream_open(&text, path, opt->lowercase);
+  cursor line, label;
+  int64_t sequences = 0;
+  const char *w;
+  size_t n;
+  while (next_sequence(&text, labels != NULL, &line, &label)) {
+    if (labels) label_id(&text, labels, label);
+    sequences += next_word(&line, &w, &n);
+  }
+  if (sequences == 0) rnnd_input_error("%s: no non-blank lines (empty data set)", path);
+  stream_close(&text);
 }
 
 /* Gives ids 2.. to the words that pass --min-count/--max-vocab; returns the
  * vocabulary size (specials included). */
 static int32_t assign_ids(vocab_table *t, const rnnd_prep_options *opt) {
   int64_t n_words = t->n_entries - 2, kept = 0;
-  rank_key *keys = RNND_ALLOC(rank_key, (size_t)n_words, "vocabulary ranking");
+  rank_key *keys = RNND_ALLOC(rank_key, (size_t)(n_words > 0 ? n_words : 1), "vocabulary ranking");
   for (int64_t e = 2; e < t->n_entries; e++)
     if (t->entries[e].count >= opt->min_count) keys[kept++] = (rank_key){t->entries[e].count, e};
   qsort(keys, (size_t)kept, sizeof *keys, by_count_then_first);
@@ -386,79 +632,72 @@ static void free_words(char **words, int32_t n) {
   free(words);
 }
 
-/* ==== encoding ========================================================= */
+/* ==== pass 2: encoding, straight into the output file ================== */
+
+#define TOKEN_BUFFER ((size_t)1 << 20)
+#define ROW_BUFFER ((size_t)1 << 16)
+/* Chunks of /tokens: a batch reads its pieces chunk by chunk (token_store.h),
+ * so small enough that a piece costs little more than its own bytes. */
+#define TOKEN_CHUNK ((hsize_t)1 << 14)
 
 typedef struct {
-  int32_t *tokens;
-  int64_t n_tokens, cap_tokens;
-  int64_t *offsets; /* n_sequences + 1 */
-  int64_t n_sequences, cap_offsets;
-  int64_t n_unk;
-  int32_t *labels;  /* --labels: one per sequence */
-  int64_t cap_labels;
-} encoded;
+  int64_t n_sequences, n_tokens, n_unk;
+} split_counts;
 
-static void *grow_array(void *p, int64_t *cap, size_t elem, const char *what) {
-  *cap = *cap ? *cap * 2 : 1 << 16;
-  void *grown = realloc(p, (size_t)*cap * elem);
-  if (!grown) RNND_FAIL("out of memory growing %s to %lld entries", what, (long long)*cap);
-  return grown;
+/* One split's arrays on their way to the file, a buffer at a time. */
+typedef struct {
+  h5_appender tokens, offsets, labels;
+  int32_t *token_buf, *label_buf;
+  int64_t *offset_buf;
+  size_t n_token_buf, n_offset_buf, n_label_buf;
+  split_counts counts;
+} split_writer;
+
+static void split_flush(split_writer *s) {
+  appender_add(&s->tokens, s->token_buf, s->n_token_buf);
+  appender_add(&s->offsets, s->offset_buf, s->n_offset_buf);
+  if (s->label_buf) appender_add(&s->labels, s->label_buf, s->n_label_buf);
+  s->n_token_buf = s->n_offset_buf = s->n_label_buf = 0;
 }
 
-static void push_token(encoded *out, int32_t id) {
-  if (out->n_tokens == out->cap_tokens)
-    out->tokens = grow_array(out->tokens, &out->cap_tokens, sizeof *out->tokens, "tokens");
-  out->tokens[out->n_tokens++] = id;
-  out->n_unk += id == UNK_ID;
+static void push_token(split_writer *s, int32_t id) {
+  if (s->n_token_buf == TOKEN_BUFFER) split_flush(s);
+  s->token_buf[s->n_token_buf++] = id;
+  s->counts.n_tokens++;
+  s->counts.n_unk += id == UNK_ID;
 }
 
-static void push_offset(encoded *out, int64_t offset) {
-  if (out->n_sequences + 1 >= out->cap_offsets)
-    out->offsets = grow_array(out->offsets, &out->cap_offsets, sizeof *out->offsets, "offsets");
-  out->offsets[++out->n_sequences] = offset;
+/* Ends a sequence: its <eos>, its end offset and (with labels) its label. */
+static void end_sequence(split_writer *s, int32_t label) {
+  push_token(s, EOS_ID);
+  if (s->n_offset_buf == ROW_BUFFER || s->n_label_buf == ROW_BUFFER) split_flush(s);
+  s->offset_buf[s->n_offset_buf++] = s->counts.n_tokens;
+  if (s->label_buf) s->label_buf[s->n_label_buf++] = label;
+  s->counts.n_sequences++;
 }
 
-static void push_label(encoded *out, const text_file *text, const label_table *labels, cursor label) {
-  int32_t id = label_table_find(labels, label.pos, (size_t)(label.end - label.pos));
-  if (id < 0)
-    rnnd_input_error("%s:%ld: label '%.*s' does not occur in the training set", text->path,
-                     line_of(text, (size_t)(label.pos - text->data)), (int)(label.end - label.pos), label.pos);
-  if (out->n_sequences == out->cap_labels)
-    out->labels = grow_array(out->labels, &out->cap_labels, sizeof *out->labels, "labels");
-  out->labels[out->n_sequences] = id;
-}
-
-/* One sequence "w1 .. wn <eos>" per line that has at least one word. */
-static void encode_text(encoded *out, const text_file *text, const vocab_table *t, const label_table *labels) {
-  memset(out, 0, sizeof *out);
-  out->offsets = grow_array(NULL, &out->cap_offsets, sizeof *out->offsets, "offsets");
-  out->offsets[0] = 0;
-  cursor all = {text->data, text->data + text->size}, line, label;
-  const char *w;
-  size_t n;
-  while (next_line(&all, &line)) {
-    if (labels) {
-      if (!split_label(text, &line, &label)) continue;
-      push_label(out, text, labels, label);
-    }
-    int64_t words = 0;
-    for (; next_word(&line, &w, &n); words++) push_token(out, table_id(t, w, n));
-    if (words == 0) continue;
-    push_token(out, EOS_ID);
-    push_offset(out, out->n_tokens);
+static void split_open(split_writer *s, h5_writer *w, int labelled, int deflate) {
+  memset(s, 0, sizeof *s);
+  appender_open(&s->tokens, w, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, TOKEN_CHUNK, deflate);
+  appender_open(&s->offsets, w, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, TOKEN_CHUNK, deflate);
+  s->token_buf = RNND_ALLOC(int32_t, TOKEN_BUFFER, "token buffer");
+  s->offset_buf = RNND_ALLOC(int64_t, ROW_BUFFER, "offset buffer");
+  s->offset_buf[s->n_offset_buf++] = 0;
+  if (labelled) {
+    appender_open(&s->labels, w, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, TOKEN_CHUNK, deflate);
+    s->label_buf = RNND_ALLOC(int32_t, ROW_BUFFER, "label buffer");
   }
-  if (out->n_sequences == 0)
-    rnnd_input_error("%s: no non-blank lines (empty data set)", text->path);
 }
 
-static void encoded_free(encoded *e) {
-  free(e->labels);
-  free(e->tokens);
-  free(e->offsets);
-  memset(e, 0, sizeof *e);
+static void split_close(split_writer *s) {
+  split_flush(s);
+  appender_close(&s->tokens);
+  appender_close(&s->offsets);
+  if (s->label_buf) appender_close(&s->labels);
+  free(s->token_buf);
+  free(s->offset_buf);
+  free(s->label_buf);
 }
-
-/* ==== HDF5 output (prep_writer.h) ===================================== */
 
 static void write_attributes(h5_writer *w, int32_t vocab_size) {
   const char *format = FORMAT_NAME;
@@ -471,32 +710,80 @@ static void write_attributes(h5_writer *w, int32_t vocab_size) {
   write_int_attribute(w, "unk_id", UNK_ID);
 }
 
-static void write_dataset(const char *dir, const char *name, const encoded *data, char **words,
-                          int32_t vocab_size, const label_table *labels) {
-  h5_writer w;
-  writer_open(&w, dir, name);
-  write_attributes(&w, vocab_size);
-  write_vector(&w, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, data->tokens,
-               (hsize_t)data->n_tokens);
-  write_vector(&w, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, data->offsets,
-               (hsize_t)data->n_sequences + 1);
-  write_strings(&w, "vocab", words, vocab_size);
-  if (labels) {
-    write_int_attribute(&w, "n_classes", labels->count);
-    write_vector(&w, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, data->labels, (hsize_t)data->n_sequences);
-    write_strings(&w, "label_names", labels->names, labels->count);
+/* The vocabulary and what every split shares. */
+typedef struct {
+  const vocab_table *table;
+  char **words;
+  int32_t vocab_size;
+  const label_table *labels;
+} vocabulary;
+
+/* Pass 2 over one split: one sequence "w1 .. wn <eos>" per line with at
+ * least one word, written to w's temporary file (renamed by the caller once
+ * every split is written). */
+static split_counts encode_split(h5_writer *w, const char *path, const rnnd_prep_options *opt,
+                                 const vocabulary *v) {
+  write_attributes(w, v->vocab_size);
+  split_writer out;
+  split_open(&out, w, v->labels != NULL, opt->deflate);
+  text_stream text;
+  stream_open(&text, path, opt->lowercase);
+  cursor line, label;
+  const char *word;
+  size_t n;
+  uint64_t h;
+  while (next_sequence(&text, v->labels != NULL, &line, &label)) {
+    int64_t words = 0;
+    for (; next_hashed_word(&line, &word, &n, &h); words++) push_token(&out, table_id(v->table, word, n, h));
+    if (words) end_sequence(&out, v->labels ? label_id(&text, v->labels, label) : 0);
   }
-  writer_commit(&w);
+  stream_close(&text);
+  split_close(&out);
+  write_strings(w, "vocab", v->words, v->vocab_size);
+  if (v->labels) {
+    write_int_attribute(w, "n_classes", v->labels->count);
+    write_strings(w, "label_names", v->labels->names, v->labels->count);
+  }
+  return out.counts;
+}
+
+/* Pass 2 over the training text, from pass 1's entry stream: ids from the
+ * entries, no text to read or words to look up. */
+static split_counts encode_from_entries(h5_writer *w, entry_stream *entries, const rnnd_prep_options *opt,
+                                        const vocabulary *v) {
+  write_attributes(w, v->vocab_size);
+  split_writer out;
+  split_open(&out, w, 0, opt->deflate);
+  entries_rewind(entries);
+  /* entry -> id, compact enough to stay in cache */
+  int32_t *id_of = RNND_ALLOC(int32_t, (size_t)v->table->n_entries, "entry ids");
+  for (int64_t e = 0; e < v->table->n_entries; e++)
+    id_of[e] = v->table->entries[e].id >= 0 ? v->table->entries[e].id : UNK_ID;
+  uint32_t e;
+  while (entries_next(entries, &e)) {
+    if (e == END_OF_SEQUENCE) end_sequence(&out, 0);
+    else push_token(&out, id_of[e]);
+  }
+  free(id_of);
+  split_close(&out);
+  write_strings(w, "vocab", v->words, v->vocab_size);
+  return out.counts;
 }
 
 /* ==== driver =========================================================== */
 
-static void print_summary(const char *dir, const char *name, const encoded *e) {
+static void print_summary(const char *dir, const char *name, const split_counts *c) {
   printf("%s/%s: %lld sequences, %lld tokens (incl. <eos>), %lld <unk> (%.2f%%)\n", dir, name,
-         (long long)e->n_sequences, (long long)e->n_tokens, (long long)e->n_unk,
-         100.0 * (double)e->n_unk / (double)e->n_tokens);
+         (long long)c->n_sequences, (long long)c->n_tokens, (long long)c->n_unk,
+         100.0 * (double)c->n_unk / (double)c->n_tokens);
 }
 
+/* Two passes over the text, a block at a time: count the training words
+ * (and check the other splits), then encode every split into its file.
+ * Memory is the vocabulary and fixed buffers, whatever the corpus size. All
+ * files are written under temporary names and renamed only when every one
+ * is complete, so bad input or a full disk never leaves a mix of new and old
+ * output files. */
 void prep_run(const rnnd_prep_options *opt) {
   if (opt->csv) {
     prep_csv_run(opt);
@@ -506,32 +793,33 @@ void prep_run(const rnnd_prep_options *opt) {
   const char *paths[3] = {opt->train, opt->valid, opt->test};
   const char *names[3] = {"train.h5", "valid.h5", "test.h5"};
   int n_files = opt->test ? 3 : 2;
-  text_file texts[3];
-  encoded data[3];
   vocab_table table;
   table_init(&table);
   label_table label_storage, *labels = opt->labels ? &label_storage : NULL;
   if (labels) label_table_init(labels);
-  /* Read and encode everything before writing anything, so bad input never
-   * leaves a mix of new and old output files. */
-  for (int i = 0; i < n_files; i++) read_text(&texts[i], paths[i], opt->lowercase);
-  count_words(&table, labels, &texts[0]);
-  if (labels) label_table_finish(labels);
-  int32_t vocab_size = assign_ids(&table, opt);
-  for (int i = 0; i < n_files; i++) encode_text(&data[i], &texts[i], &table, labels);
-  char **words = vocab_words(&table, vocab_size);
   make_directories(opt->out_dir);
-  for (int i = 0; i < n_files; i++)
-    write_dataset(opt->out_dir, names[i], &data[i], words, vocab_size, labels);
-  printf("vocabulary: %d entries (<eos> = %d, <unk> = %d) from %lld word types in %s\n",
-         (int)vocab_size, EOS_ID, UNK_ID, (long long)(table.n_entries - 2), opt->train);
-  if (labels) printf("labels: %d classes in %s\n", (int)labels->count, opt->train);
-  for (int i = 0; i < n_files; i++) print_summary(opt->out_dir, names[i], &data[i]);
-  if (labels) label_table_free(labels);
-  free_words(words, vocab_size);
-  table_free(&table);
+  entry_stream entries; /* labelled text is read twice instead */
+  if (!labels) entries_open(&entries, opt->out_dir);
+  count_words(&table, labels, opt, labels ? NULL : &entries);
+  if (labels) label_table_finish(labels);
+  for (int i = 1; i < n_files; i++) check_split(paths[i], opt, labels);
+  vocabulary v = {.table = &table, .vocab_size = assign_ids(&table, opt), .labels = labels};
+  v.words = vocab_words(&table, v.vocab_size);
+  h5_writer writers[3] = {0};
+  split_counts counts[3];
   for (int i = 0; i < n_files; i++) {
-    encoded_free(&data[i]);
-    free(texts[i].data);
+    writer_open_in_group(&writers[i], opt->out_dir, names[i], writers, n_files);
+    counts[i] = i == 0 && !labels ? encode_from_entries(&writers[i], &entries, opt, &v)
+                                  : encode_split(&writers[i], paths[i], opt, &v);
+    writer_finish(&writers[i]);
   }
+  if (!labels) entries_close(&entries);
+  for (int i = 0; i < n_files; i++) writer_rename(&writers[i]);
+  printf("vocabulary: %d entries (<eos> = %d, <unk> = %d) from %lld word types in %s\n", (int)v.vocab_size, EOS_ID,
+         UNK_ID, (long long)(table.n_entries - 2), opt->train);
+  if (labels) printf("labels: %d classes in %s\n", (int)labels->count, opt->train);
+  for (int i = 0; i < n_files; i++) print_summary(opt->out_dir, names[i], &counts[i]);
+  if (labels) label_table_free(labels);
+  free_words(v.words, v.vocab_size);
+  table_free(&table);
 }

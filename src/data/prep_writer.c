@@ -20,6 +20,8 @@ void writer_fail(h5_writer *w, const char *fmt, ...) {
   va_end(args);
   if (w->file >= 0) H5Fclose(w->file); /* best effort: we are failing anyway */
   remove(w->tmp_path);
+  for (int i = 0; i < w->group_size; i++)
+    if (&w->group[i] != w && w->group[i].tmp_path) remove(w->group[i].tmp_path);
   rnnd_input_error("%s: %s", w->tmp_path, what);
 }
 
@@ -30,7 +32,7 @@ char *join_path(const char *dir, const char *name) {
   return path;
 }
 
-void writer_open(h5_writer *w, const char *dir, const char *name) {
+static void open_tmp(h5_writer *w, const char *dir, const char *name) {
   w->file = -1;
   w->final_path = join_path(dir, name);
   size_t n = strlen(w->final_path) + 5;
@@ -44,18 +46,69 @@ void writer_open(h5_writer *w, const char *dir, const char *name) {
   WCHECK(w, w->file, "cannot create HDF5 file");
 }
 
-void writer_commit(h5_writer *w) {
+void writer_open(h5_writer *w, const char *dir, const char *name) {
+  w->group = NULL, w->group_size = 0;
+  open_tmp(w, dir, name);
+}
+
+void writer_open_in_group(h5_writer *w, const char *dir, const char *name, h5_writer *group, int size) {
+  w->group = group, w->group_size = size;
+  open_tmp(w, dir, name);
+}
+
+void writer_finish(h5_writer *w) {
   herr_t closed = H5Fclose(w->file);
   w->file = -1;
   WCHECK(w, closed, "cannot finish writing the file");
-  if (rename(w->tmp_path, w->final_path) != 0) {
-    int err = errno;
-    remove(w->tmp_path);
-    rnnd_input_error("%s: cannot rename to %s (%s)", w->tmp_path, w->final_path, strerror(err));
-  }
+}
+
+void writer_rename(h5_writer *w) {
+  if (rename(w->tmp_path, w->final_path) != 0) writer_fail(w, "cannot rename to %s (%s)", w->final_path, strerror(errno));
   free(w->final_path);
   free(w->tmp_path);
+  w->final_path = w->tmp_path = NULL;
 }
+
+void writer_commit(h5_writer *w) {
+  writer_finish(w);
+  writer_rename(w);
+}
+
+void appender_open(h5_appender *a, h5_writer *w, const char *name, hid_t file_type, hid_t mem_type, hsize_t chunk,
+                   int deflate) {
+  *a = (h5_appender){.w = w, .name = name, .mem_type = mem_type};
+  hsize_t zero = 0, unlimited = H5S_UNLIMITED;
+  hid_t space = H5Screate_simple(1, &zero, &unlimited);
+  WCHECK(w, space, "cannot create the dataspace of /%s", name);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  WCHECK(w, dcpl, "cannot create the properties of /%s", name);
+  WCHECK(w, H5Pset_chunk(dcpl, 1, &chunk), "cannot set chunking of /%s", name);
+  if (deflate > 0) {
+    WCHECK(w, H5Pset_shuffle(dcpl), "cannot set the shuffle filter of /%s", name);
+    WCHECK(w, H5Pset_deflate(dcpl, (unsigned)deflate), "cannot set compression of /%s", name);
+  }
+  a->dset = H5Dcreate2(w->file, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  WCHECK(w, a->dset, "cannot create dataset /%s", name);
+  WCHECK(w, H5Pclose(dcpl), "cannot close the properties of /%s", name);
+  WCHECK(w, H5Sclose(space), "cannot close the dataspace of /%s", name);
+}
+
+void appender_add(h5_appender *a, const void *data, size_t n) {
+  if (n == 0) return;
+  hsize_t count = n, total = a->n + count;
+  WCHECK(a->w, H5Dset_extent(a->dset, &total), "cannot grow /%s to %llu entries", a->name, (unsigned long long)total);
+  hid_t file_space = H5Dget_space(a->dset), mem_space = H5Screate_simple(1, &count, NULL);
+  WCHECK(a->w, file_space, "cannot get the dataspace of /%s", a->name);
+  WCHECK(a->w, mem_space, "cannot create a dataspace for /%s", a->name);
+  WCHECK(a->w, H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &a->n, NULL, &count, NULL),
+         "cannot select entries of /%s", a->name);
+  WCHECK(a->w, H5Dwrite(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT, data), "cannot write /%s", a->name);
+  WCHECK(a->w, H5Sclose(mem_space), "cannot close a dataspace of /%s", a->name);
+  WCHECK(a->w, H5Sclose(file_space), "cannot close the dataspace of /%s", a->name);
+  a->n = total;
+}
+
+void appender_close(h5_appender *a) { WCHECK(a->w, H5Dclose(a->dset), "cannot close /%s", a->name); }
 
 /* Writes a 1-D integer dataset, chunked, shuffled and deflated. */
 void write_vector(h5_writer *w, const char *name, hid_t file_type, hid_t mem_type,

@@ -8,11 +8,30 @@
 #include "rnnd/common.h"
 #include "rnnd/rng.h"
 
+/* Room for n pieces (scored: windows, which score only their last rows). */
+static void allocate_pieces(rnnd_sampler *s, int64_t n, int scored) {
+  RNND_ASSERT(n <= (int64_t)UINT32_MAX); /* the batch order holds 32-bit piece indices */
+  s->n_pieces = n;
+  s->piece_start = RNND_ALLOC(int64_t, n, "piece starts");
+  s->piece_length = RNND_ALLOC(int32_t, n, "piece lengths");
+  if (scored) s->piece_scored = RNND_ALLOC(int32_t, n, "piece scored rows");
+}
+
+static void set_piece(rnnd_sampler *s, int64_t i, int64_t start, int64_t length) {
+  s->piece_start[i] = start;
+  s->piece_length[i] = (int32_t)length;
+}
+
+rnnd_piece sampler_piece(const rnnd_sampler *s, int64_t i) {
+  RNND_ASSERT(i >= 0 && i < s->n_pieces);
+  return (rnnd_piece){.start = s->piece_start[i], .length = s->piece_length[i], .id = i,
+                      .scored = s->piece_scored ? s->piece_scored[i] : 0};
+}
+
 /* Classification: sequence i "w1 .. wn <eos>" is one piece whose inputs
  * are w1 .. wn (its targets, tokens after them, are not used), id = i. */
 static void whole_sequence_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
-  s->pieces = RNND_ALLOC(rnnd_piece, ds->n_sequences, "pieces");
-  s->n_pieces = ds->n_sequences;
+  allocate_pieces(s, ds->n_sequences, 0);
   for (int64_t i = 0; i < ds->n_sequences; i++) {
     int64_t words = dataset_sequence_length(ds, i) - 1;
     if (words < 1)
@@ -22,21 +41,21 @@ static void whole_sequence_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
       rnnd_input_error("%s: sequence %lld has %lld tokens but data.max_len is %d: classification reads whole "
                        "sequences (raise data.max_len; train.bptt_segment bounds the memory)",
                        ds->path, (long long)i, (long long)words, s->max_len);
-    s->pieces[i] = (rnnd_piece){.start = ds->offsets[i] + 1, .length = (int32_t)words, .id = i};
+    set_piece(s, i, ds->offsets[i] + 1, words);
   }
 }
 
 /* Windows of at most max_len rows of sequence i ending k rows apart;
- * writes them to out (if not NULL) and returns how many. */
-static int64_t sequence_windows(const rnnd_sampler *s, const rnnd_dataset *ds, int64_t i, rnnd_piece *out,
-                                int64_t first_id) {
+ * stores them as pieces first_id.. (with store) and returns how many. */
+static int64_t sequence_windows(rnnd_sampler *s, const rnnd_dataset *ds, int64_t i, int store, int64_t first_id) {
   const int64_t a = ds->offsets[i], rows = dataset_sequence_length(ds, i), w = s->max_len, k = s->window_stride;
   int64_t end = rows < w ? rows : w, before = end > k ? end - k : 0, n = 0;
   for (;;) {
     int64_t start = end > w ? end - w : 0;
-    if (out)
-      out[n] = (rnnd_piece){.start = a + start, .length = (int32_t)(end - start), .id = first_id + n,
-                            .scored = (int32_t)(end - before)};
+    if (store) {
+      set_piece(s, first_id + n, a + start, end - start);
+      s->piece_scored[first_id + n] = (int32_t)(end - before);
+    }
     n++;
     if (end == rows) return n;
     before = end;
@@ -46,10 +65,9 @@ static int64_t sequence_windows(const rnnd_sampler *s, const rnnd_dataset *ds, i
 
 static void window_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
   int64_t count = 0;
-  for (int64_t i = 0; i < ds->n_sequences; i++) count += sequence_windows(s, ds, i, NULL, 0);
-  s->pieces = RNND_ALLOC(rnnd_piece, count, "pieces");
-  s->n_pieces = count;
-  for (int64_t i = 0, n = 0; i < ds->n_sequences; i++) n += sequence_windows(s, ds, i, s->pieces + n, n);
+  for (int64_t i = 0; i < ds->n_sequences; i++) count += sequence_windows(s, ds, i, 0, 0);
+  allocate_pieces(s, count, 1);
+  for (int64_t i = 0, n = 0; i < ds->n_sequences; i++) n += sequence_windows(s, ds, i, 1, n);
 }
 
 static void cut_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
@@ -64,16 +82,12 @@ static void cut_pieces(rnnd_sampler *s, const rnnd_dataset *ds) {
   int64_t count = 0;
   for (int64_t i = 0; i < ds->n_sequences; i++)
     count += (dataset_sequence_length(ds, i) + s->max_len - 1) / s->max_len;
-  s->pieces = RNND_ALLOC(rnnd_piece, count, "pieces");
-  s->n_pieces = count;
+  allocate_pieces(s, count, 0);
   int64_t n = 0;
   for (int64_t i = 0; i < ds->n_sequences; i++) {
     int64_t length = dataset_sequence_length(ds, i);
-    for (int64_t k = 0; k < length; k += s->max_len) {
-      int64_t piece_len = length - k < s->max_len ? length - k : s->max_len;
-      s->pieces[n] = (rnnd_piece){.start = ds->offsets[i] + k, .length = (int32_t)piece_len, .id = n};
-      n++;
-    }
+    for (int64_t k = 0; k < length; k += s->max_len, n++)
+      set_piece(s, n, ds->offsets[i] + k, length - k < s->max_len ? length - k : s->max_len);
   }
 }
 
@@ -85,7 +99,7 @@ static int compare_int32(const void *a, const void *b) {
 /* Sorted piece lengths, ascending; caller frees. */
 static int32_t *sorted_lengths(const rnnd_sampler *s) {
   int32_t *lengths = RNND_ALLOC(int32_t, s->n_pieces, "piece lengths");
-  for (int64_t i = 0; i < s->n_pieces; i++) lengths[i] = s->pieces[i].length;
+  memcpy(lengths, s->piece_length, (size_t)s->n_pieces * sizeof *lengths);
   qsort(lengths, (size_t)s->n_pieces, sizeof *lengths, compare_int32);
   return lengths;
 }
@@ -171,8 +185,10 @@ void sampler_init(rnnd_sampler *s, const rnnd_dataset *ds, const rnnd_sampler_op
   else explicit_buckets(s, o->buckets, lengths[s->n_pieces - 1]);
   size_largest_batch(s, lengths);
   free(lengths);
-  s->order = RNND_ALLOC(rnnd_piece, s->n_pieces, "batch order");
+  s->order = RNND_ALLOC(uint32_t, s->n_pieces, "batch order");
   s->batches = RNND_ALLOC(rnnd_batch_ref, s->n_pieces, "batch list");
+  s->drawn = RNND_ALLOC(rnnd_piece, s->largest_batch_pieces, "drawn batch");
+  s->peeked = RNND_ALLOC(rnnd_piece, s->largest_batch_pieces, "next batch");
   s->epoch = -1;
 }
 
@@ -180,10 +196,10 @@ rnnd_sampler_options sampler_eval_options(int max_len, int batch) {
   return (rnnd_sampler_options){.max_len = max_len, .batch = batch, .buckets = "auto", .num_buckets = 1};
 }
 
-void sampler_shuffle_pieces(rnnd_piece *p, int64_t n, uint64_t key) {
+void sampler_shuffle_pieces(uint32_t *p, int64_t n, uint64_t key) {
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)(rng_key2(key, (uint64_t)i) % (uint64_t)(i + 1));
-    rnnd_piece t = p[i];
+    uint32_t t = p[i];
     p[i] = p[j];
     p[j] = t;
   }
@@ -198,20 +214,25 @@ static void shuffle_batches(rnnd_batch_ref *r, int64_t n, uint64_t key) {
   }
 }
 
-static int longest_first(const void *pa, const void *pb) {
-  const rnnd_piece *a = pa, *b = pb;
-  if (a->length != b->length) return a->length > b->length ? -1 : 1;
-  return (a->id > b->id) - (a->id < b->id);
+/* Evaluation order: longest first, data-set order among equal lengths (a
+ * counting sort over lengths, descending). */
+static void order_longest_first(rnnd_sampler *s) {
+  const int32_t longest = s->largest_batch_steps;
+  int64_t *start = RNND_ALLOC(int64_t, (size_t)longest + 2, "length starts");
+  for (int64_t i = 0; i < s->n_pieces; i++) start[longest - s->piece_length[i] + 1]++;
+  for (int32_t l = 0; l <= longest; l++) start[l + 1] += start[l];
+  for (int64_t i = 0; i < s->n_pieces; i++) s->order[start[longest - s->piece_length[i]]++] = (uint32_t)i;
+  free(start);
 }
 
 /* Groups pieces by bucket (counting sort keeps data-set order inside each). */
 static void group_by_bucket(rnnd_sampler *s, int64_t *bucket_start) {
   memset(bucket_start, 0, sizeof(int64_t) * ((size_t)s->n_buckets + 1));
-  for (int64_t i = 0; i < s->n_pieces; i++) bucket_start[bucket_of(s, s->pieces[i].length) + 1]++;
+  for (int64_t i = 0; i < s->n_pieces; i++) bucket_start[bucket_of(s, s->piece_length[i]) + 1]++;
   for (int b = 0; b < s->n_buckets; b++) bucket_start[b + 1] += bucket_start[b];
   int64_t *fill = RNND_ALLOC(int64_t, s->n_buckets, "bucket fill");
   memcpy(fill, bucket_start, sizeof(int64_t) * (size_t)s->n_buckets);
-  for (int64_t i = 0; i < s->n_pieces; i++) s->order[fill[bucket_of(s, s->pieces[i].length)]++] = s->pieces[i];
+  for (int64_t i = 0; i < s->n_pieces; i++) s->order[fill[bucket_of(s, s->piece_length[i])]++] = (uint32_t)i;
   free(fill);
 }
 
@@ -221,8 +242,8 @@ static void cut_batches(rnnd_sampler *s, int64_t first, int64_t n) {
     int64_t count = 0;
     if (s->batch_tokens > 0) {
       int64_t tokens = 0;
-      while (k + count < n && (count == 0 || tokens + s->order[first + k + count].length <= s->batch_tokens))
-        tokens += s->order[first + k + count++].length;
+      while (k + count < n && (count == 0 || tokens + s->piece_length[s->order[first + k + count]] <= s->batch_tokens))
+        tokens += s->piece_length[s->order[first + k + count++]];
     } else {
       count = n - k < s->batch ? n - k : s->batch;
     }
@@ -240,8 +261,7 @@ void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
     group_by_bucket(s, bucket_start);
   } else {
     /* Evaluation: one "bucket" in length order packs batches tightest. */
-    memcpy(s->order, s->pieces, (size_t)s->n_pieces * sizeof *s->order);
-    qsort(s->order, (size_t)s->n_pieces, sizeof *s->order, longest_first);
+    order_longest_first(s);
     bucket_start[0] = 0;
     for (int b = 1; b <= s->n_buckets; b++) bucket_start[b] = s->n_pieces;
   }
@@ -255,11 +275,30 @@ void sampler_start_epoch(rnnd_sampler *s, int64_t epoch) {
   free(bucket_start);
 }
 
+/* Batch k of the epoch's plan as pieces, into out. */
+static int materialise(const rnnd_sampler *s, int64_t k, rnnd_piece *out) {
+  const rnnd_batch_ref *r = &s->batches[k];
+  for (int i = 0; i < r->count; i++) out[i] = sampler_piece(s, s->order[r->first + i]);
+  return r->count;
+}
+
 int sampler_next_pieces(rnnd_sampler *s, const rnnd_piece **pieces) {
   if (s->next_batch >= s->n_batches) return 0;
-  const rnnd_batch_ref *r = &s->batches[s->next_batch++];
-  *pieces = s->order + r->first;
-  return r->count;
+  *pieces = s->drawn;
+  return materialise(s, s->next_batch++, s->drawn);
+}
+
+int sampler_peek_pieces(const rnnd_sampler *s, const rnnd_piece **pieces) {
+  if (s->next_batch >= s->n_batches) return 0;
+  *pieces = s->peeked;
+  return materialise(s, s->next_batch, s->peeked);
+}
+
+size_t sampler_bytes(const rnnd_sampler *s) {
+  size_t per_piece = sizeof *s->piece_start + sizeof *s->piece_length + sizeof *s->order +
+                     (s->piece_scored ? sizeof *s->piece_scored : 0);
+  return (size_t)s->n_pieces * per_piece + (size_t)s->n_batches * sizeof *s->batches +
+         2 * (size_t)s->largest_batch_pieces * sizeof(rnnd_piece);
 }
 
 int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b) {
@@ -270,9 +309,13 @@ int sampler_next_batch(rnnd_sampler *s, const rnnd_dataset *ds, rnnd_batch *b) {
 }
 
 void sampler_free(rnnd_sampler *s) {
-  free(s->pieces);
+  free(s->piece_start);
+  free(s->piece_length);
+  free(s->piece_scored);
   free(s->bucket_upper);
   free(s->order);
+  free(s->drawn);
+  free(s->peeked);
   free(s->batches);
   memset(s, 0, sizeof *s);
 }

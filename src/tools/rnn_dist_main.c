@@ -111,7 +111,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   model_file_read_shape(a.checkpoint, &shape, &trained_max_len);
   if (!a.max_len) a.max_len = trained_max_len > 0 ? trained_max_len : 70;
   rnnd_dataset ds;
-  dataset_load(&ds, a.data, 0);
+  dataset_open(&ds, a.data, 0);
   if (ds.n_features != shape.n_features)
     rnnd_input_error("%s: data set has %d features but the model %s has %d (%s)", a.data, (int)ds.n_features,
                      a.checkpoint, shape.n_features, shape.n_features ? "forecasting needs rnn_prep --csv data"

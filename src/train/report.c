@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "rnnd/common.h"
 #include "rnnd/grad_sync.h"
@@ -31,10 +32,26 @@ static void format_duration(char *buf, size_t size, double seconds) {
   snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
 }
 
+static size_t eval_set_bytes(const rnnd_eval_set *set) {
+  return set->present ? dataset_bytes(&set->data) + sampler_bytes(&set->sampler) : 0;
+}
+
+/* The step's memory plus the data the rank holds, which counts in the
+ * total where the step computes on the host. */
 rnnd_memory trainer_memory(const rnnd_trainer *t) {
   rnnd_memory m;
   step_memory(t->stepper, &m);
+  m.data = dataset_bytes(&t->train) + sampler_bytes(&t->train_sampler) + eval_set_bytes(&t->valid) +
+           eval_set_bytes(&t->test);
+  if (!t->device.cuda) m.held += m.data;
   return m;
+}
+
+/* The process's largest resident set so far (what the kernel counts,
+ * libraries and MPI included). */
+static double peak_rss_mib(void) {
+  struct rusage usage;
+  return getrusage(RUSAGE_SELF, &usage) == 0 ? (double)usage.ru_maxrss / 1024.0 : 0.0;
 }
 
 /* What the step holds where it computes: the host total, or the GPU's. */
@@ -203,14 +220,16 @@ static void report_split_summary(rnnd_trainer *t, const rnnd_eval_set *set, cons
 void report_summary(rnnd_trainer *t, double train_seconds) {
   char took[32];
   format_duration(took, sizeof took, train_seconds);
-  trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), peak memory %.0f MiB\n", (long long)t->step,
-              (long long)t->tokens_seen, took, (double)(t->tokens_seen - t->start_tokens) / train_seconds,
-              (double)memory_bytes(t) / 1048576.0);
+  trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), memory held %.0f MiB (rank 0's peak RSS %.0f "
+              "MiB)\n", (long long)t->step, (long long)t->tokens_seen, took,
+              (double)(t->tokens_seen - t->start_tokens) / train_seconds, (double)memory_bytes(t) / 1048576.0,
+              peak_rss_mib());
   rnnd_memory m = trainer_memory(t);
   trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
-              "workspace %.1f (grew %lld time%s)\n", m.weights / 1048576.0, m.gradients / 1048576.0,
+              "workspace %.1f (grew %lld time%s), data %.1f%s\n", m.weights / 1048576.0, m.gradients / 1048576.0,
               m.optimizer / 1048576.0, m.activations / 1048576.0, rnnd_dtype_name(t->precision),
-              m.workspace / 1048576.0, (long long)m.workspace_growths, m.workspace_growths == 1 ? "" : "s");
+              m.workspace / 1048576.0, (long long)m.workspace_growths, m.workspace_growths == 1 ? "" : "s",
+              m.data / 1048576.0, t->device.cuda ? " (host)" : "");
   if (t->precision != RNND_DTYPE_F32 || t->scaler.skipped)
     trainer_log(t, "summary: precision %s, %lld steps skipped for inf/NaN gradients, final loss scale %.0f\n",
                 rnnd_dtype_name(t->precision), (long long)t->scaler.skipped, t->scaler.scale);

@@ -60,7 +60,7 @@ static int stream_width(const rnnd_config *cfg) { return cfg->model.layers * 2 *
 
 static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path, const char *role) {
   if (!path[0]) return;
-  dataset_load(&set->data, path, 0);
+  dataset_open(&set->data, path, 0);
   if (set->data.vocab_size != t->train.vocab_size || set->data.eos_id != t->train.eos_id)
     rnnd_input_error("%s: %s set has vocab_size %d (eos %d) but the training set %s has %d (eos %d); prepare all "
                      "splits with one rnn_prep run",
@@ -186,7 +186,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
    * boundary then checkpoints step 0 and exits with the preemption code. */
   preempt_install();
   if (!cfg->data.train[0]) rnnd_input_error("config: data.train is not set (or set data.dir)");
-  dataset_load(&t->train, cfg->data.train, 0);
+  dataset_open(&t->train, cfg->data.train, 0);
   t->stream_mode = cfg->data.mode == RNND_DATA_STREAM;
   t->task = task_of(cfg->model.task);
   t->task->check_data(&t->train, NULL, "training");
@@ -225,7 +225,9 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   if (checkpoint) resume_from(t, checkpoint);
   open_backend_and_step(t); /* the step loads the (resumed) weights and optimizer state */
   dealer_init(&t->dealer, comm->size, t->train_sampler.largest_batch_pieces);
+  dealer_init(&t->lookahead, comm->size, t->train_sampler.largest_batch_pieces);
   t->share = RNND_ALLOC(rnnd_piece, t->batch.max_pieces, "rank share");
+  t->next_share = RNND_ALLOC(rnnd_piece, t->batch.max_pieces, "next rank share");
   t->fault_flip_step = fault_step("RNND_FAULT_FLIP_PARAM", comm->rank);
   t->fault_nan_step = fault_step("RNND_FAULT_NAN_GRAD", comm->rank);
   t->fault_signal_step = fault_step("RNND_FAULT_SIGNAL", comm->rank);
@@ -244,6 +246,8 @@ void trainer_free(rnnd_trainer *t) {
   if (t->log) fclose(t->log);
   metrics_close(&t->metrics);
   dealer_free(&t->dealer);
+  dealer_free(&t->lookahead);
+  free(t->next_share);
   step_destroy(t->stepper);
   if (t->backend) t->backend->ops->destroy(t->backend);
   batch_free(&t->batch);
@@ -290,6 +294,21 @@ static void fault_before_reduce(void *context) {
   }
 }
 
+/* Tokens on disk: asks for the chunks of this rank's share of the next
+ * batch, which the kernel reads while this step computes. (The first batch
+ * of an epoch is not known before its epoch starts.) */
+static void prefetch_next_share(rnnd_trainer *t) {
+  const rnnd_piece *pieces;
+  int count = t->train.store ? sampler_peek_pieces(&t->train_sampler, &pieces) : 0;
+  if (!count) return;
+  int share = dealer_deal(&t->lookahead, pieces, count, t->comm->rank, t->next_share);
+  for (int i = 0; i < share; i++) {
+    const rnnd_piece *p = &t->next_share[i];
+    int64_t from = p->start > 0 ? p->start - 1 : 0;
+    dataset_prefetch(&t->train, from, p->start + p->length - from);
+  }
+}
+
 /* This rank's share of the next global batch into t->share; returns its
  * size and the global batch's target count in st. */
 static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
@@ -305,6 +324,7 @@ static int next_share(rnnd_trainer *t, rnnd_step_stats *st) {
   st->imbalance = dealer_imbalance(&t->dealer);
   for (int r = 0; r < t->comm->size; r++) st->tokens += t->dealer.tokens[r];
   st->examples = t->task->examples_of_pieces(pieces, count, st->tokens);
+  prefetch_next_share(t);
   return share;
 }
 

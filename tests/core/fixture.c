@@ -22,10 +22,13 @@ void fixture_load(fixture *f, const char *path) {
   rnnd_sampler_options options = sampler_eval_options(f->max_len, 1 << 20);
   options.whole_sequences = shape.task == RNND_TASK_CLASSIFY;
   sampler_init(&f->sampler, &f->data, &options);
+  f->pieces = RNND_ALLOC(rnnd_piece, f->sampler.n_pieces, "fixture pieces");
+  for (int64_t i = 0; i < f->sampler.n_pieces; i++) f->pieces[i] = sampler_piece(&f->sampler, i);
 }
 
 void fixture_free(fixture *f) {
   sampler_free(&f->sampler);
+  free(f->pieces);
   free(f->params);
   free(f->grads);
   dataset_free(&f->data);
@@ -34,7 +37,7 @@ void fixture_free(fixture *f) {
 rnnd_backend *fixture_backend(const fixture *f, int max_pieces, int threads) {
   rnnd_backend_capacity cap = {.max_pieces = max_pieces, .max_steps = f->sampler.largest_batch_steps,
                                .threads = threads, .storage = RNND_DTYPE_F32};
-  for (int64_t i = 0; i < f->sampler.n_pieces; i++) cap.max_tokens += f->sampler.pieces[i].length;
+  for (int64_t i = 0; i < f->sampler.n_pieces; i++) cap.max_tokens += f->pieces[i].length;
   return cpu_backend_create(&f->layout, &cap);
 }
 

@@ -19,6 +19,7 @@ typedef struct {
   float *params;
   float *grads;
   rnnd_sampler sampler; /* all pieces, max_len from the fixture */
+  rnnd_piece *pieces;   /* [sampler.n_pieces] every piece (sampler_piece), for one-batch tests */
 } fixture;
 
 void fixture_load(fixture *f, const char *path);

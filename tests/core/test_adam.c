@@ -62,7 +62,7 @@ static int check_fixture(const char *path, int threads) {
   int clipped = 0;
   for (int s = 0; s < STEPS; s++) {
     rnnd_piece pieces[PER_STEP];
-    for (int k = 0; k < PER_STEP; k++) pieces[k] = f.sampler.pieces[batches[s * PER_STEP + k]];
+    for (int k = 0; k < PER_STEP; k++) pieces[k] = f.pieces[batches[s * PER_STEP + k]];
     batch_fill(&batch, &f.data, pieces, PER_STEP);
     for (size_t i = 0; i < f.layout.numel; i++) f.grads[i] = 0.0f;
     double nll = be->ops->train_batch(be, f.params, f.grads, &batch, NULL, (float)(1.0 / (double)batch.n_tokens));

@@ -31,7 +31,7 @@ static double directional_error(fixture *f, rnnd_backend *be, const rnnd_dropout
   size_t numel = f->layout.numel;
   float *saved = malloc(numel * sizeof *saved), *v = malloc(numel * sizeof *v);
   memcpy(saved, f->params, numel * sizeof *saved);
-  batch_nll(f, be, f->sampler.pieces, n, dr);
+  batch_nll(f, be, f->pieces, n, dr);
   double analytic = 0.0;
   for (size_t i = 0; i < numel; i++) {
     v[i] = 2.0f * rng_uniform_from(rng_key2(5, i)) - 1.0f;
@@ -39,9 +39,9 @@ static double directional_error(fixture *f, rnnd_backend *be, const rnnd_dropout
   }
   const float eps = 1e-3f;
   for (size_t i = 0; i < numel; i++) f->params[i] = saved[i] + eps * v[i];
-  double plus = batch_nll(f, be, f->sampler.pieces, n, dr);
+  double plus = batch_nll(f, be, f->pieces, n, dr);
   for (size_t i = 0; i < numel; i++) f->params[i] = saved[i] - eps * v[i];
-  double minus = batch_nll(f, be, f->sampler.pieces, n, dr);
+  double minus = batch_nll(f, be, f->pieces, n, dr);
   memcpy(f->params, saved, numel * sizeof *saved);
   double numeric = (plus - minus) / (2.0 * eps);
   printf("directional derivative with dropout: analytic %.6f, central difference %.6f\n", analytic, numeric);
@@ -60,16 +60,16 @@ int main(int argc, char **argv) {
   int n = (int)f.sampler.n_pieces, failed = 0;
   rnnd_backend *one = fixture_backend(&f, n, 1);
   rnnd_dropout dr = {.seed = 99, .step = 7, .p = 0.3f};
-  double together = batch_nll(&f, one, f.sampler.pieces, n, &dr), alone = 0.0;
-  for (int i = 0; i < n; i++) alone += batch_nll(&f, one, &f.sampler.pieces[i], 1, &dr);
-  double no_dropout = batch_nll(&f, one, f.sampler.pieces, n, NULL);
+  double together = batch_nll(&f, one, f.pieces, n, &dr), alone = 0.0;
+  for (int i = 0; i < n; i++) alone += batch_nll(&f, one, &f.pieces[i], 1, &dr);
+  double no_dropout = batch_nll(&f, one, f.pieces, n, NULL);
   rnnd_dropout other_step = dr;
   other_step.step = 8;
-  double next_step = batch_nll(&f, one, f.sampler.pieces, n, &other_step);
+  double next_step = batch_nll(&f, one, f.pieces, n, &other_step);
   double derivative = directional_error(&f, one, &dr);
   one->ops->destroy(one);
   rnnd_backend *two = fixture_backend(&f, n, 2);
-  double two_threads = batch_nll(&f, two, f.sampler.pieces, n, &dr);
+  double two_threads = batch_nll(&f, two, f.pieces, n, &dr);
   two->ops->destroy(two);
 
   double batching = fabs(together - alone) / fabs(alone), threads = fabs(together - two_threads) / fabs(together);

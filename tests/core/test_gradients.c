@@ -21,7 +21,7 @@ static int check_fixture(const char *path, int threads) {
   rnnd_batch batch;
   batch_init(&batch, n, f.sampler.largest_batch_steps, f.data.n_tokens);
   if (f.data.n_features) batch_init_series(&batch, f.data.n_features);
-  batch_fill(&batch, &f.data, f.sampler.pieces, n);
+  batch_fill(&batch, &f.data, f.pieces, n);
   /* a classifier's loss is the mean over sequences, a language model's over tokens */
   int classify = f.layout.shape.task == RNND_TASK_CLASSIFY;
   if (classify) batch_fill_labels(&batch, &f.data);

@@ -94,7 +94,10 @@ def fresh(name):
     return d
 
 
-def read_file(path):
+TOKEN_CHUNK = 1 << 14  # /tokens chunks: small, a batch reads its pieces chunk by chunk
+
+
+def read_file(path, deflate=0):
     with h5py.File(path, "r") as f:
         expect(f.attrs["format"] == "rnn_dist-lm", "%s: format attribute %r" % (path, f.attrs["format"]))
         for name, want in (("format_version", 1), ("eos_id", 0), ("unk_id", 1)):
@@ -103,10 +106,13 @@ def read_file(path):
         tok, off = f["tokens"], f["offsets"]
         expect(tok.dtype == np.int32 and tok.ndim == 1, "%s: /tokens %s %dD" % (path, tok.dtype, tok.ndim))
         expect(off.dtype == np.int64 and off.ndim == 1, "%s: /offsets %s %dD" % (path, off.dtype, off.ndim))
-        expect(tok.chunks is not None and tok.chunks[0] == min(len(tok), 1 << 16),
-               "%s: /tokens chunks %r for %d tokens" % (path, tok.chunks, len(tok)))
-        expect(tok.compression == "gzip" and tok.compression_opts == 4 and tok.shuffle,
-               "%s: /tokens filters %r %r shuffle=%r" % (path, tok.compression, tok.compression_opts, tok.shuffle))
+        expect(tok.chunks == (TOKEN_CHUNK,), "%s: /tokens chunks %r for %d tokens" % (path, tok.chunks, len(tok)))
+        if deflate:
+            expect(tok.compression == "gzip" and tok.compression_opts == deflate and tok.shuffle,
+                   "%s: /tokens filters %r %r shuffle=%r" % (path, tok.compression, tok.compression_opts, tok.shuffle))
+        else:
+            expect(tok.compression is None and not tok.shuffle,
+                   "%s: /tokens filters %r shuffle=%r without --deflate" % (path, tok.compression, tok.shuffle))
         vocab = [w.decode("utf-8") if isinstance(w, bytes) else w for w in f["vocab"][...]]
         expect(h5py.check_string_dtype(f["vocab"].dtype).encoding == "utf-8", "%s: /vocab not UTF-8" % path)
         expect(int(f.attrs["vocab_size"]) == len(vocab), "%s: vocab_size %r vs %d words"
@@ -157,6 +163,12 @@ def check_small():
     expect(tok == sum(VALID_IDS, []), "valid ids %r" % tok)
     _, tok, _ = read_file(os.path.join(out, "test.h5"))
     expect(tok == sum(TEST_IDS, []), "test ids %r" % tok)
+
+    out = fresh("deflate")  # the same content, compressed
+    run_prep(small_args(out, extra=["--deflate", "4"]))
+    for name in ("train", "valid", "test"):
+        plain = read_file(os.path.join(WORK, "default", name + ".h5"))
+        expect(read_file(os.path.join(out, name + ".h5"), deflate=4) == plain, "--deflate 4: %s differs" % name)
 
     out = fresh("lower")
     run_prep(small_args(out, extra=["--lowercase"]))
@@ -213,13 +225,13 @@ def check_large():
         want = ids_from_lines([l for l in lines if l.strip()], vocab_want)
         expect(split(tokens, offsets) == want, "large corpus: token ids differ")
     with h5py.File(os.path.join(out, "train.h5"), "r") as f:
-        expect(f["tokens"].chunks == (1 << 16,), "large /tokens chunks %r" % (f["tokens"].chunks,))
+        expect(f["tokens"].chunks == (TOKEN_CHUNK,), "large /tokens chunks %r" % (f["tokens"].chunks,))
 
 
 def check_help():
     r = run_prep(["--help"])
     for opt in ("--train", "--valid", "--test", "--out", "--min-count", "--max-vocab",
-                "--lowercase", "--help"):
+                "--lowercase", "--deflate", "--help"):
         expect(opt in r.stdout, "--help does not mention " + opt)
 
 
