@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rnnd/common.h"
 #include "rnnd/token_store.h"
@@ -51,7 +52,13 @@ static hid_t open_file(const char *path) {
 #endif
   if (is_hdf5 <= 0) fail_at(path, "not an HDF5 file");
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  CHECK_H5(file, path, "cannot open as HDF5 file");
+  if (file < 0) {
+    /* HDF5's signature is there but the file does not open: most often it
+     * ends before the end HDF5 recorded (a copy cut short, a full disk) */
+    struct stat st;
+    long long bytes = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    fail_at(path, "cannot open as HDF5 file (%lld bytes: truncated or damaged?)", bytes);
+  }
   return file;
 }
 

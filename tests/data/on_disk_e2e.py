@@ -7,7 +7,8 @@ leave the last checkpoint usable:
     h5py reports), and the last checkpoint resumes on the good file;
   - the data file replaced under the running job (a new file renamed over
     it): exit 2 naming the file, rather than training on other data;
-  - the same file rewritten in place (truncated and written again): exit 2.
+  - the same file rewritten in place (truncated and written again): exit 2;
+  - a file cut short before the run: exit 2 naming the file and its size.
 """
 import os
 import re
@@ -151,4 +152,15 @@ def rewrite_in_place(path):
 code, lines = replaced_while_running("rewritten", rewrite_in_place)
 check(code == 2 and len(lines) == 1 and re.search(r"train\.h5: the data file changed while training", lines[0]),
       "a data file rewritten in place ends the job with exit 2, naming the file")
+# 4. a copy cut short (a full disk, an interrupted transfer): one line
+# naming the file and its size, before any training
+data = data_copy("truncated")
+path = os.path.join(data, "train.h5")
+os.truncate(path, os.path.getsize(path) * 3 // 4)
+run = train(data, os.path.join(a.work, "truncated_run"), 5)
+lines = error_lines(run.stderr)
+print(f"truncated: exit {run.returncode}; {lines}")
+check(run.returncode == 2 and len(lines) == 1 and re.search(
+    rf"train\.h5: cannot open as HDF5 file \({os.path.getsize(path)} bytes: truncated or damaged\?\)$", lines[0]),
+      "a truncated data file stops the run with exit 2, naming the file and its size")
 checks.finish()
