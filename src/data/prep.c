@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rnnd/common.h"
@@ -490,9 +491,10 @@ static int32_t label_id(const text_stream *text, const label_table *labels, curs
 
 /* The training text as the vocabulary entries of its words, in order, with
  * END_OF_SEQUENCE after each sequence: written by pass 1 to a file in the
- * output directory (unlinked as soon as it is made, so it never outlives
- * the process), read back by pass 2, which then needs no second look-up of
- * every word. A buffer at a time: 4 bytes a word on disk, not in memory. */
+ * output directory, or its nearest existing parent before it is made
+ * (unlinked as soon as it is made, so it never outlives the process), read
+ * back by pass 2, which then needs no second look-up of every word. A
+ * buffer at a time: 4 bytes a word on disk, not in memory. */
 typedef struct {
   int fd;
   uint32_t *buf;
@@ -503,9 +505,32 @@ typedef struct {
 #define END_OF_SEQUENCE UINT32_MAX
 #define ENTRY_BUFFER ((size_t)1 << 20)
 
-static void entries_open(entry_stream *e, const char *dir) {
-  char *path = join_path(dir, ".rnn_prep_entries.tmp");
-  *e = (entry_stream){.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), .cap = ENTRY_BUFFER, .dir = dir};
+/* The output directory if it exists, else its nearest existing ancestor
+ * (the same file system, and nothing is created before the input is
+ * checked); caller frees. */
+static char *scratch_dir(const char *out_dir) {
+  char *dir = rnnd_strdup(out_dir);
+  struct stat st;
+  while (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+      free(dir);
+      return rnnd_strdup(".");
+    }
+    if (slash == dir) {
+      dir[1] = '\0'; /* "/" */
+      break;
+    }
+    *slash = '\0';
+  }
+  return dir;
+}
+
+static void entries_open(entry_stream *e, const char *out_dir) {
+  char *dir = scratch_dir(out_dir), *path = join_path(dir, ".rnn_prep_entries.tmp");
+  free(dir);
+  *e = (entry_stream){.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), .cap = ENTRY_BUFFER,
+                      .dir = out_dir};
   if (e->fd < 0) rnnd_input_error("%s: cannot create a scratch file (%s)", path, strerror(errno));
   unlink(path);
   free(path);
@@ -797,12 +822,12 @@ void prep_run(const rnnd_prep_options *opt) {
   table_init(&table);
   label_table label_storage, *labels = opt->labels ? &label_storage : NULL;
   if (labels) label_table_init(labels);
-  make_directories(opt->out_dir);
   entry_stream entries; /* labelled text is read twice instead */
   if (!labels) entries_open(&entries, opt->out_dir);
   count_words(&table, labels, opt, labels ? NULL : &entries);
   if (labels) label_table_finish(labels);
   for (int i = 1; i < n_files; i++) check_split(paths[i], opt, labels);
+  make_directories(opt->out_dir); /* only now: bad input leaves nothing behind */
   vocabulary v = {.table = &table, .vocab_size = assign_ids(&table, opt), .labels = labels};
   v.words = vocab_words(&table, v.vocab_size);
   h5_writer writers[3] = {0};

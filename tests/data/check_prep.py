@@ -249,6 +249,16 @@ def check_atomic():
     expect(os.listdir(out) == ["train.h5"], "files after failure: %r" % os.listdir(out))
     with open(os.path.join(out, "train.h5")) as f:
         expect(f.read() == "old\n", "train.h5 was modified by a failed run")
+    # A bad split met late (invalid UTF-8 on the valid file's last line):
+    # no output directory is created, no scratch file is left behind.
+    bad = os.path.join(WORK, "bad_valid.txt")
+    with open(bad, "wb") as f:
+        f.write(b"fine words\nbad \xff byte\n")
+    new = os.path.join(fresh("atomic_new"), "deeper")
+    r = run_prep(["--train", os.path.join(DATA, "small_train.txt"), "--valid", bad, "--out", new], want_rc=2)
+    expect("bad_valid.txt:2: invalid UTF-8" in r.stderr, "stderr: %r" % r.stderr)
+    expect(not os.path.exists(os.path.dirname(new)), "a failed run created %s" % os.path.dirname(new))
+    expect(not [n for n in os.listdir(WORK) if n.startswith(".rnn_prep")], "scratch file left in %s" % WORK)
 
 
 def main():
