@@ -58,22 +58,31 @@ static void build_inventory(inventory *inv, const rnnd_model_shape *s, const rnn
   add(inv, CblasNoTrans, CblasNoTrans, T, top, s->vocab_size, 1); /* dY */
 }
 
+/* Deterministic values in [-0.5, 0.5) for the operands. */
+static float operand_value(size_t i) { return (float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f; }
+
 static float *random_matrix(size_t n) {
   float *x = rnnd_malloc(n * sizeof(float), "gemm_rate buffer");
-  for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f;
+  for (size_t i = 0; i < n; i++) x[i] = operand_value(i);
   return x;
+}
+
+/* This thread's block of n output columns (inside a parallel region). */
+static void my_columns(int n, int *begin, int *end) {
+  int id = 0, count = 1;
+#ifdef _OPENMP
+  id = omp_get_thread_num();
+  count = omp_get_num_threads();
+#endif
+  split_range(n, id, count, 16, begin, end);
 }
 
 /* The recurrent loop's way: every thread takes a block of output columns. */
 static void gemm_columns(const product *q, const float *a, int lda, const float *b, int ldb, float *c) {
 #pragma omp parallel
   {
-    int id = 0, count = 1, begin, end;
-#ifdef _OPENMP
-    id = omp_get_thread_num();
-    count = omp_get_num_threads();
-#endif
-    split_range(q->n, id, count, 16, &begin, &end);
+    int begin, end;
+    my_columns(q->n, &begin, &end);
     const float *b_part = q->tb == CblasNoTrans ? b + begin : b + (long)begin * ldb;
     gemm_raw(q->ta, q->tb, q->m, end - begin, q->k, a, lda, b_part, ldb, c + begin, q->n, 1.0f);
   }
@@ -81,7 +90,7 @@ static void gemm_columns(const product *q, const float *a, int lda, const float 
 
 static uint16_t *random_bf16(size_t n) {
   uint16_t *x = rnnd_malloc(n * sizeof(uint16_t), "gemm_rate buffer");
-  for (size_t i = 0; i < n; i++) x[i] = rnnd_f32_to_bf16((float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f);
+  for (size_t i = 0; i < n; i++) x[i] = rnnd_f32_to_bf16(operand_value(i));
   return x;
 }
 
@@ -97,12 +106,8 @@ static void bf16_call(cpu_dnnl *e, const product *q, const uint16_t *a, int lda,
   }
 #pragma omp parallel
   {
-    int id = 0, count = 1, begin, end;
-#ifdef _OPENMP
-    id = omp_get_thread_num();
-    count = omp_get_num_threads();
-#endif
-    split_range(q->n, id, count, 16, &begin, &end);
+    int begin, end;
+    my_columns(q->n, &begin, &end);
     const uint16_t *b_part = tb ? b + (long)begin * ldb : b + begin;
     cpu_dnnl_gemm(e, ta, tb, q->m, end - begin, q->k, a, lda, b_part, ldb, c + begin, q->n, 1.0f);
   }

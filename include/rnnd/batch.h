@@ -25,6 +25,13 @@ typedef struct {
   int32_t scored;  /* time series: the last `scored` rows count in the loss (0: all) */
 } rnnd_piece;
 
+/* The token range packing a piece reads: its targets and the token before
+ * them (the first input), [*from, *from + *count). */
+static inline void piece_token_span(const rnnd_piece *p, int64_t *from, int64_t *count) {
+  *from = p->start > 0 ? p->start - 1 : 0;
+  *count = p->start + p->length - *from;
+}
+
 typedef struct {
   /* capacity */
   int max_pieces;

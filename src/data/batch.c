@@ -65,8 +65,9 @@ static void fill_series_row(rnnd_batch *b, const rnnd_dataset *ds, int64_t row, 
  * one go, from memory or from the file's chunks. */
 static void fill_token_piece(rnnd_batch *b, const rnnd_dataset *ds, int i) {
   const rnnd_piece *p = &b->pieces[i];
-  const int64_t from = p->start > 0 ? p->start - 1 : 0;
-  dataset_read_tokens(ds, from, p->start + p->length - from, b->piece_tokens);
+  int64_t from, count;
+  piece_token_span(p, &from, &count);
+  dataset_read_tokens(ds, from, count, b->piece_tokens);
   for (int t = 0; t < p->length; t++) {
     int64_t row = b->step_offsets[t] + i, at = p->start + t;
     b->positions[row] = t;

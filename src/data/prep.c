@@ -245,12 +245,13 @@ static int is_space(char c) { return (unsigned char)c <= ' ' && ((SPACE_BITS >> 
 
 /* Splits off the next whitespace-separated word; returns 0 when none is left. */
 static int next_word(cursor *line, const char **word, size_t *len) {
-  while (line->pos < line->end && is_space(*line->pos)) line->pos++;
-  if (line->pos >= line->end) return 0;
-  *word = line->pos;
-  while (line->pos < line->end && !is_space(*line->pos)) line->pos++;
-  *len = (size_t)(line->pos - *word);
-  return 1;
+  const char *p = line->pos, *end = line->end; /* locals: the loops stay in registers */
+  while (p < end && is_space(*p)) p++;
+  const char *start = p;
+  while (p < end && !is_space(*p)) p++;
+  line->pos = p;
+  *word = start, *len = (size_t)(p - start);
+  return p > start;
 }
 
 /* ==== vocabulary hash table (open addressing, linear probing) ========== */
@@ -317,16 +318,8 @@ static uint64_t hash_word(const char *s, size_t n) {
 
 /* next_word, with the word's hash_word. */
 static int next_hashed_word(cursor *line, const char **word, size_t *len, uint64_t *hash) {
-  const char *p = line->pos, *end = line->end;
-  while (p < end && is_space(*p)) p++;
-  if (p >= end) {
-    line->pos = p;
-    return 0;
-  }
-  const char *start = p;
-  while (p < end && !is_space(*p)) p++;
-  *word = start, *len = (size_t)(p - start), *hash = hash_word(start, *len);
-  line->pos = p;
+  if (!next_word(line, word, len)) return 0;
+  *hash = hash_word(*word, *len);
   return 1;
 }
 

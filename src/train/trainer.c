@@ -303,9 +303,9 @@ static void prefetch_next_share(rnnd_trainer *t) {
   if (!count) return;
   int share = dealer_deal(&t->lookahead, pieces, count, t->comm->rank, t->next_share);
   for (int i = 0; i < share; i++) {
-    const rnnd_piece *p = &t->next_share[i];
-    int64_t from = p->start > 0 ? p->start - 1 : 0;
-    dataset_prefetch(&t->train, from, p->start + p->length - from);
+    int64_t from, count;
+    piece_token_span(&t->next_share[i], &from, &count);
+    dataset_prefetch(&t->train, from, count);
   }
 }
 

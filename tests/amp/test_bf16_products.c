@@ -21,6 +21,7 @@
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
 #include "rnnd/rng.h"
+#include "../random_dataset.h"
 
 #define VOCAB 301
 #define PIECES 9
@@ -48,14 +49,7 @@ static void make_batch(case_batch *cb) {
   static const int lengths[PIECES] = {41, 40, 33, 17, 9, 9, 4, 2, 1};
   memset(cb, 0, sizeof *cb);
   rnnd_dataset *ds = &cb->data;
-  ds->path = rnnd_strdup("(random)");
-  ds->vocab_size = VOCAB;
-  ds->n_sequences = PIECES;
-  ds->offsets = RNND_ALLOC(int64_t, PIECES + 1, "offsets");
-  for (int i = 0; i < PIECES; i++) ds->offsets[i + 1] = ds->offsets[i] + lengths[i];
-  ds->n_tokens = ds->offsets[PIECES];
-  ds->tokens = RNND_ALLOC(int32_t, ds->n_tokens, "tokens");
-  for (int64_t i = 0; i < ds->n_tokens; i++) ds->tokens[i] = (int32_t)(rng_key2(61, (uint64_t)i) % VOCAB);
+  random_dataset(ds, lengths, PIECES, PIECES, VOCAB, 0, 61);
   rnnd_piece pieces[PIECES];
   for (int i = 0; i < PIECES; i++) pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = lengths[i], .id = 7 * i};
   batch_init(&cb->batch, PIECES, lengths[0], ds->n_tokens);

@@ -17,9 +17,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: tests/cluster/shape.sh RATE [DELAY]" >&2; exit 2; }
 [ -s "$state/nodes" ] || { echo "tests/cluster/shape.sh: no cluster in $state (tests/cluster/up.sh first)" >&2; exit 1; }
 rate=$1 delay=${2:-0us}
-[[ $rate =~ ^([0-9]+)(gbit|mbit)$ ]] || { echo "tests/cluster/shape.sh: RATE must look like 10gbit or 500mbit, got '$rate'" >&2; exit 2; }
 [[ $delay =~ ^[0-9]+(us|ms)$ ]] || { echo "tests/cluster/shape.sh: DELAY must look like 50us or 1ms, got '$delay'" >&2; exit 2; }
-[[ $rate =~ ^([0-9]+)(gbit|mbit)$ ]]
+[[ $rate =~ ^([0-9]+)(gbit|mbit)$ ]] || { echo "tests/cluster/shape.sh: RATE must look like 10gbit or 500mbit, got '$rate'" >&2; exit 2; }
 bits=${BASH_REMATCH[1]}
 [ "${BASH_REMATCH[2]}" = gbit ] && bits=$((bits * 1000000000)) || bits=$((bits * 1000000))
 burst=$((bits / 8 / 1000)); [ "$burst" -ge 131072 ] || burst=131072

@@ -22,6 +22,7 @@
 #include "rnnd/dataset.h"
 #include "rnnd/model.h"
 #include "rnnd/rng.h"
+#include "../random_dataset.h"
 
 #define VOCAB 40
 #define N_PIECES 7
@@ -36,22 +37,13 @@ typedef struct {
 /* Random tokens; every sequence is one piece (no max_len cut). */
 static void make_long_batch(long_batch *lb) {
   memset(lb, 0, sizeof *lb);
-  int64_t total = 0;
-  for (int i = 0; i < N_PIECES; i++) total += piece_lengths[i];
   rnnd_dataset *ds = &lb->data;
-  ds->tokens = RNND_ALLOC(int32_t, total, "tokens");
-  ds->offsets = RNND_ALLOC(int64_t, N_PIECES + 1, "offsets");
-  ds->n_tokens = total;
-  ds->n_sequences = N_PIECES;
-  ds->vocab_size = VOCAB;
-  ds->eos_id = 0;
-  for (int64_t i = 0; i < total; i++) ds->tokens[i] = 1 + (int32_t)(rng_key2(77, (uint64_t)i) % (VOCAB - 1));
+  random_dataset(ds, piece_lengths, N_PIECES, N_PIECES, VOCAB, 1, 77); /* eos_id 0 */
   for (int i = 0; i < N_PIECES; i++) {
-    ds->offsets[i + 1] = ds->offsets[i] + piece_lengths[i];
     ds->tokens[ds->offsets[i + 1] - 1] = ds->eos_id;
     lb->pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = piece_lengths[i], .id = 100 + i};
   }
-  batch_init(&lb->batch, N_PIECES, piece_lengths[0], total);
+  batch_init(&lb->batch, N_PIECES, piece_lengths[0], ds->n_tokens);
   batch_fill(&lb->batch, ds, lb->pieces, N_PIECES);
   for (int i = 0; i < N_PIECES; i++) lb->batch.labels[i] = i % 3; /* for the classifier cases */
 }

@@ -25,6 +25,7 @@
 #include "rnnd/cuda_backend.h"
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
+#include "../random_dataset.h"
 
 #include "gpu_compare.h"
 
@@ -51,15 +52,7 @@ static void case_name(const model_case *c, char *buf, size_t size) {
 
 /* n sequences of the given lengths, random tokens < vocab. */
 static void make_dataset(rnnd_dataset *ds, const int *lengths, int n, int vocab, uint64_t seed) {
-  memset(ds, 0, sizeof *ds);
-  ds->path = rnnd_strdup("(random)");
-  ds->vocab_size = vocab;
-  ds->n_sequences = n;
-  ds->offsets = RNND_ALLOC(int64_t, n + 1, "offsets");
-  for (int i = 0; i < n; i++) ds->offsets[i + 1] = ds->offsets[i] + lengths[i];
-  ds->n_tokens = ds->offsets[n];
-  ds->tokens = RNND_ALLOC(int32_t, ds->n_tokens, "tokens");
-  for (int64_t i = 0; i < ds->n_tokens; i++) ds->tokens[i] = (int32_t)(rng_key2(seed, (uint64_t)i) % (uint64_t)vocab);
+  random_dataset(ds, lengths, n, n, vocab, 0, seed);
 }
 
 /* Sequences first .. first + count of ds as one batch (each one piece). */

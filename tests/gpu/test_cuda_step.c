@@ -31,6 +31,7 @@
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
 #include "rnnd/step.h"
+#include "../random_dataset.h"
 
 #include "gpu_compare.h"
 
@@ -66,14 +67,7 @@ static void make_data(step_data *d) {
   static const int lengths[PIECES] = {31, 2, 17, 31, 9, 1, 24, 13, 30};
   memset(d, 0, sizeof *d);
   rnnd_dataset *ds = &d->data;
-  ds->path = rnnd_strdup("(random)");
-  ds->vocab_size = VOCAB;
-  ds->n_sequences = PIECES * STEPS;
-  ds->offsets = RNND_ALLOC(int64_t, ds->n_sequences + 1, "offsets");
-  for (int i = 0; i < ds->n_sequences; i++) ds->offsets[i + 1] = ds->offsets[i] + lengths[i % PIECES];
-  ds->n_tokens = ds->offsets[ds->n_sequences];
-  ds->tokens = RNND_ALLOC(int32_t, ds->n_tokens, "tokens");
-  for (int64_t i = 0; i < ds->n_tokens; i++) ds->tokens[i] = (int32_t)(rng_key2(23, (uint64_t)i) % VOCAB);
+  random_dataset(ds, lengths, PIECES, PIECES * STEPS, VOCAB, 0, 23);
   batch_init(&d->batch, PIECES, 31, ds->offsets[PIECES]);
 }
 

@@ -25,6 +25,7 @@
 #include "rnnd/common.h"
 #include "rnnd/cuda_backend.h"
 #include "rnnd/rng.h"
+#include "../random_dataset.h"
 
 #include "gpu_compare.h"
 
@@ -47,20 +48,11 @@ static void make_batch(test_batch *tb, int features) {
   memset(tb, 0, sizeof *tb);
   rnnd_dataset *ds = &tb->data;
   rnnd_piece pieces[N_PIECES];
-  int64_t total = 0;
-  for (int i = 0; i < N_PIECES; i++) total += piece_lengths[i];
-  ds->tokens = RNND_ALLOC(int32_t, total, "tokens");
-  ds->offsets = RNND_ALLOC(int64_t, N_PIECES + 1, "offsets");
-  ds->n_tokens = total;
-  ds->n_sequences = N_PIECES;
-  ds->vocab_size = VOCAB;
-  for (int64_t i = 0; i < total; i++) ds->tokens[i] = 1 + (int32_t)(rng_key2(91, (uint64_t)i) % (VOCAB - 1));
-  for (int i = 0; i < N_PIECES; i++) {
-    ds->offsets[i + 1] = ds->offsets[i] + piece_lengths[i];
+  random_dataset(ds, piece_lengths, N_PIECES, N_PIECES, VOCAB, 1, 91);
+  for (int i = 0; i < N_PIECES; i++)
     pieces[i] = (rnnd_piece){.start = ds->offsets[i], .length = piece_lengths[i], .id = 200 + i};
-  }
   rnnd_batch *b = &tb->batch;
-  batch_init(b, N_PIECES, piece_lengths[0], total);
+  batch_init(b, N_PIECES, piece_lengths[0], ds->n_tokens);
   batch_fill(b, ds, pieces, N_PIECES);
   for (int i = 0; i < N_PIECES; i++) b->labels[i] = (i * 5) % 4;
   if (!features) return;
