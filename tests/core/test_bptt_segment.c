@@ -50,8 +50,7 @@ static void make_long_batch(long_batch *lb) {
 
 static void free_long_batch(long_batch *lb) {
   batch_free(&lb->batch);
-  free(lb->data.tokens);
-  free(lb->data.offsets);
+  dataset_free(&lb->data);
 }
 
 typedef struct {
