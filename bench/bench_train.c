@@ -44,6 +44,7 @@
 #include "rnnd/amp.h"
 #include "rnnd/backend.h"
 #include "rnnd/common.h"
+#include "rnnd/options.h"
 #include "rnnd/device.h"
 #include "rnnd/optim.h"
 #include "rnnd/rng.h"
@@ -58,35 +59,60 @@ typedef struct {
   int cuda, roofline, bptt_segment;
 } bench_args;
 
-static void parse_args(int argc, char **argv, bench_args *a) {
+static const struct option bench_options[] = {
+    {"cell", required_argument, NULL, 'c'},      {"vocab", required_argument, NULL, 'V'},
+    {"embed", required_argument, NULL, 'E'},     {"hidden", required_argument, NULL, 'H'},
+    {"layers", required_argument, NULL, 'L'},    {"batch", required_argument, NULL, 'B'},
+    {"min-len", required_argument, NULL, 'm'},   {"max-len", required_argument, NULL, 'M'},
+    {"steps", required_argument, NULL, 's'},     {"warmup", required_argument, NULL, 'w'},
+    {"threads", required_argument, NULL, 't'},   {"seed", required_argument, NULL, 'S'},
+    {"precision", required_argument, NULL, 'p'}, {"roofline", required_argument, NULL, 'r'},
+    {"bptt-segment", required_argument, NULL, 'g'}, {"device", required_argument, NULL, 'd'},
+    {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+
+static const char usage_text[] =
+    "usage: bench_train [--cell gru|lstm] [--vocab V] [--embed E] [--hidden H]\n"
+    "       [--layers L] [--batch B] [--min-len A] [--max-len B] [--steps N]\n"
+    "       [--warmup W] [--threads T] [--seed S] [--precision fp32|fp16|bf16]\n"
+    "       [--device cpu|cuda] [--roofline 0|1] [--bptt-segment K]\n"
+    "times training steps of a synthetic model and prints one table (bench/README.md)\n";
+
+static int choice(const char *option, const char *text, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(text, names[i])) return i;
+  rnnd_input_error("%s: '%s' is not one of the choices (see bench_train --help)", option, text);
+}
+
+/* Returns 1 when --help was printed. */
+static int parse_args(int argc, char **argv, bench_args *a) {
   *a = (bench_args){RNND_CELL_GRU, 10000, 256, 256, 2, 32, 20, 80, 30, 5, 0, 1, RNND_DTYPE_F32, 0, 0, 0};
-  for (int i = 1; i < argc; i++) {
-    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) rnnd_input_error("%s: missing value", k);
-    i++;
-    if (!strcmp(k, "--cell")) a->cell = !strcmp(v, "lstm") ? RNND_CELL_LSTM : RNND_CELL_GRU;
-    else if (!strcmp(k, "--vocab")) a->vocab = atoi(v);
-    else if (!strcmp(k, "--embed")) a->embed = atoi(v);
-    else if (!strcmp(k, "--hidden")) a->hidden = atoi(v);
-    else if (!strcmp(k, "--layers")) a->layers = atoi(v);
-    else if (!strcmp(k, "--batch")) a->batch = atoi(v);
-    else if (!strcmp(k, "--min-len")) a->min_len = atoi(v);
-    else if (!strcmp(k, "--max-len")) a->max_len = atoi(v);
-    else if (!strcmp(k, "--steps")) a->steps = atoi(v);
-    else if (!strcmp(k, "--warmup")) a->warmup = atoi(v);
-    else if (!strcmp(k, "--threads")) a->threads = atoi(v);
-    else if (!strcmp(k, "--seed")) a->seed = atol(v);
-    else if (!strcmp(k, "--precision")) a->precision = !strcmp(v, "fp16") ? RNND_DTYPE_F16
-                                                       : !strcmp(v, "bf16") ? RNND_DTYPE_BF16
-                                                       : !strcmp(v, "fp32") ? RNND_DTYPE_F32
-                                                       : (rnnd_input_error("--precision: '%s' is not fp32, fp16 or bf16", v), RNND_DTYPE_F32);
-    else if (!strcmp(k, "--roofline")) a->roofline = atoi(v) != 0;
-    else if (!strcmp(k, "--bptt-segment")) a->bptt_segment = atoi(v);
-    else if (!strcmp(k, "--device")) a->cuda = !strcmp(v, "cuda") ? 1
-                                             : !strcmp(v, "cpu") ? 0
-                                             : (rnnd_input_error("--device: '%s' is not cpu or cuda", v), 0);
-    else rnnd_input_error("unknown option '%s'", k);
+  static const char *const cells[] = {"gru", "lstm"}, *const devices[] = {"cpu", "cuda"};
+  static const char *const precisions[] = {"fp32", "fp16", "bf16"};
+  static const rnnd_dtype dtypes[] = {RNND_DTYPE_F32, RNND_DTYPE_F16, RNND_DTYPE_BF16};
+  const int big = 1 << 30;
+  int c;
+  while ((c = options_next(argc, argv, ":h", bench_options, "bench_train")) != -1) {
+    switch (c) {
+      case 'h': fputs(usage_text, stdout); return 1;
+      case 'c': a->cell = choice("--cell", optarg, cells, 2) ? RNND_CELL_LSTM : RNND_CELL_GRU; break;
+      case 'V': a->vocab = options_int("--vocab", optarg, 2, big); break;
+      case 'E': a->embed = options_int("--embed", optarg, 1, big); break;
+      case 'H': a->hidden = options_int("--hidden", optarg, 1, big); break;
+      case 'L': a->layers = options_int("--layers", optarg, 1, RNND_MAX_LAYERS); break;
+      case 'B': a->batch = options_int("--batch", optarg, 1, big); break;
+      case 'm': a->min_len = options_int("--min-len", optarg, 1, big); break;
+      case 'M': a->max_len = options_int("--max-len", optarg, 1, big); break;
+      case 's': a->steps = options_int("--steps", optarg, 1, big); break;
+      case 'w': a->warmup = options_int("--warmup", optarg, 0, big); break;
+      case 't': a->threads = options_int("--threads", optarg, 0, big); break;
+      case 'S': a->seed = (long)options_u64("--seed", optarg); break;
+      case 'p': a->precision = dtypes[choice("--precision", optarg, precisions, 3)]; break;
+      case 'r': a->roofline = options_int("--roofline", optarg, 0, 1); break;
+      case 'g': a->bptt_segment = options_int("--bptt-segment", optarg, 0, big); break;
+      case 'd': a->cuda = choice("--device", optarg, devices, 2); break;
+    }
   }
+  return 0;
 }
 
 /* An in-memory data set: batch * (steps + warmup) random sequences. */
@@ -142,7 +168,7 @@ static void print_memory(const bench_args *a, const rnnd_step *step) {
 int main(int argc, char **argv) {
   rnnd_set_program_name("bench_train");
   bench_args a;
-  parse_args(argc, argv, &a);
+  if (parse_args(argc, argv, &a)) return 0;
   int total = a.steps + a.warmup;
   rnnd_dataset ds;
   make_dataset(&ds, &a, a.batch * total);

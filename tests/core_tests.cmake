@@ -154,7 +154,9 @@ rnnd_cli_error(set_unknown_key [=[--set train\.step=5: unknown key 'train\.step'
 rnnd_cli_error(set_wrong_section [=[--set data\.hidden=5: unknown key 'data\.hidden' \(did you mean 'model\.hidden'\?\)$]=]
   ${RD} --set data.hidden=5)
 rnnd_cli_error(set_malformed [=[--set lr: expected section\.key=value$]=] ${RD} --set lr)
-rnnd_cli_error(unknown_option [=[unknown option '--frobnicate' \(see --help\)$]=] ${RD} --frobnicate)
+rnnd_cli_error(unknown_option [=[unknown option '--frobnicate' \(see rnn_dist --help\)$]=] ${RD} --frobnicate)
+rnnd_cli_error(unknown_verb [=[unknown verb 'trian': train, eval, generate or predict]=] ${RD} trian --config x.ini)
+rnnd_cli_error(stray_argument [=[unexpected argument 'extra' \(see rnn_dist --help\)$]=] ${RD} eval --checkpoint m.h5 --data d.h5 extra)
 rnnd_cli_error(missing_value [=[--config: missing value]=] ${RD} --config)
 rnnd_cli_error(no_train_data [=[data\.train is not set \(or set data\.dir\)$]=] ${RD} --set output.dir=${RNND_WORK}/x)
 # A GPU requested where there is none: a CPU-only build says so; a CUDA
@@ -170,8 +172,8 @@ endif()
 rnnd_cli_error(missing_data [=[/absent/train\.h5: cannot open \(No such file or directory\)$]=]
   ${RD} --set data.train=/absent/train.h5)
 rnnd_cli_error(eval_missing_args [=[eval: --checkpoint and --data are required]=] ${RD} eval --data x.h5)
-rnnd_cli_error(eval_bad_number [=[--max-len: expected a positive integer, got 'long'$]=]
-  ${RD} eval --max-len long)
+rnnd_cli_error(eval_bad_number [=[--max-len: expected an integer in \[1, 16777216\], got 'long'$]=]
+  ${RD} eval --max-len=long)
 
 # bad data sets (made by the data tests' fixture) reach the trainer's reader
 set(RNND_BAD ${RNND_WORK}/data/bad)
@@ -192,7 +194,8 @@ set_tests_properties(cli_error.valid_other_vocab cli_error.buckets_descending cl
 
 # --help lists every option and every configuration key; shipped configs parse
 add_test(NAME help_lists_everything COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/check_help.py ${RD}
-         ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/configs)
+         ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/configs
+         ${PROJECT_SOURCE_DIR}/src/tools/rnn_dist_main.c)
 set_tests_properties(help_lists_everything PROPERTIES LABELS "config")
 
 # Forecasting (model.task = regress) on R's monthly sunspots, against the

@@ -43,12 +43,16 @@ rnnd_prep_error(missing_train [=[^rnn_prep: error: missing --train FILE]=] ${sma
 rnnd_prep_error(unreadable_train
   [=[^rnn_prep: error: .*/no_such_file\.txt: cannot open \(No such file or directory\)$]=]
   --train ${RNND_DATA_WORK}/no_such_file.txt ${small_in})
-rnnd_prep_error(unknown_option [=[^rnn_prep: error: unknown option '--frobnicate']=]
+rnnd_prep_error(unknown_option [=[^rnn_prep: error: unknown option '--frobnicate' \(see rnn_prep --help\)$]=]
   --train ${RNND_DATA_IN}/small_train.txt ${small_in} --frobnicate)
-rnnd_prep_error(missing_argument [=[^rnn_prep: error: option --out needs an argument$]=]
+rnnd_prep_error(missing_argument [=[^rnn_prep: error: --out: missing value \(see rnn_prep --help\)$]=]
   --train ${RNND_DATA_IN}/small_train.txt --out)
+rnnd_prep_error(stray_argument [=[^rnn_prep: error: unexpected argument 'extra\.txt' \(see rnn_prep --help\)$]=]
+  --train ${RNND_DATA_IN}/small_train.txt ${small_in} extra.txt)
+rnnd_prep_error(option_equals_value [=[^rnn_prep: error: --max-vocab must be 0 \(unlimited\) or at least 2]=]
+  --train=${RNND_DATA_IN}/small_train.txt ${small_in} --max-vocab=1)
 rnnd_prep_error(bad_number
-  [=[^rnn_prep: error: --min-count: 'ten' is not a non-negative integer]=]
+  [=[^rnn_prep: error: --min-count: expected an integer in \[0, 2147483647\], got 'ten'$]=]
   --train ${RNND_DATA_IN}/small_train.txt ${small_in} --min-count ten)
 rnnd_prep_error(max_vocab_1 [=[^rnn_prep: error: --max-vocab must be 0 \(unlimited\) or at least 2]=]
   --train ${RNND_DATA_IN}/small_train.txt ${small_in} --max-vocab 1)

@@ -396,6 +396,37 @@ def write_regress_case(path, cell, layers, seed, features=3):
     return loss.item(), len(steps)
 
 
+def load_model_file(path, dtype=torch.float64):
+    """The model of an rnn_dist model file (or checkpoint) as the PyTorch
+    module of its task (LanguageModel, Classifier or Forecaster), its
+    parameters the file's float32 values in `dtype`, in eval mode; returns
+    (module, task, the /model attributes)."""
+    with h5py.File(path, "r") as f:
+        g = f["model"]
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
+        state = {k: torch.from_numpy(g[k][()]) for k in g.keys()}
+    task = attrs.get("task", "lm")
+    cell, layers = attrs["cell"], int(attrs["layers"])
+    embed, hidden, bi = int(attrs["embed"]), int(attrs["hidden"]), bool(attrs["bidirectional"])
+    if task == "classify":
+        model = Classifier(cell, int(attrs["vocab_size"]), embed, hidden, layers, bi, int(attrs["n_classes"]))
+    elif task == "regress":
+        model = Forecaster(cell, int(attrs["n_features"]), embed, hidden, layers)
+    else:
+        adaptive = None
+        if attrs.get("decoder") == "adaptive":
+            cutoffs = [int(c) for c in str(attrs["cutoffs"]).split(",")]
+            top = hidden * (2 if bi else 1)
+            tail = [int(c) for c in str(attrs["tail_hidden"]).split(",")]
+            adaptive = (cutoffs, top / tail[0])  # div_value: top // div^(i+1) = tail[i]
+        model = LanguageModel(cell, int(attrs["vocab_size"]), embed, hidden, layers, bi, 0.0,
+                              bool(attrs["tie_weights"]), adaptive)
+    model = model.to(dtype)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    model.eval()
+    return model, task, attrs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for the fixture files (created)")

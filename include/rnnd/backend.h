@@ -75,8 +75,23 @@ typedef struct {
    * through oneDNN 2.6.3 on avx512_core_bf16"). NULL: nothing to add
    * (backend_describe then says ""). */
   const char *(*describe)(const rnnd_backend *be);
+  /* Inference (`rnn_dist generate`, `predict`): runs b forward without
+   * dropout (from the carried state when carry_state armed one, leaving
+   * the end state there) and writes for each piece, in b's packed order,
+   * what the head says after the piece's last step, rnnd_output_width
+   * floats: lm, the log-probabilities of the next token (either decoder:
+   * the adaptive softmax's full distribution); classify, the classes'
+   * log-probabilities; regress, the predicted next step in normalised
+   * units. NULL: the backend cannot (the CUDA backend: inference runs on
+   * the CPU backend). */
+  void (*predict_batch)(rnnd_backend *be, const float *params, const rnnd_batch *b, float *out);
 } rnnd_backend_ops;
 
+
+/* Floats predict_batch writes per piece. */
+static inline int rnnd_output_width(const rnnd_model_shape *s) {
+  return s->task == RNND_TASK_CLASSIFY ? s->n_classes : s->task == RNND_TASK_REGRESS ? s->n_features : s->vocab_size;
+}
 
 /* Floats in one piece's carried state (see carry_state). */
 static inline int rnnd_state_width(const rnnd_model_shape *s) { return s->layers * 2 * s->hidden; }

@@ -64,6 +64,10 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
 void batch_free(rnnd_batch *b);
 /* Adds the time-series buffers (for data sets with n_features > 0). */
 void batch_init_series(rnnd_batch *b, int n_features);
+/* Inference: one piece (id 0) of n steps whose inputs are `ids` (a token
+ * batch) or the normalised rows `rows` ([n, n_features], a series batch),
+ * with no targets and nothing scored. */
+void batch_fill_inputs(rnnd_batch *b, const int32_t *ids, const float *rows, int n);
 /* Classification: labels[i] = ds->labels[pieces[i].id]; the pieces must be
  * whole sequences (sampler option whole_sequences: id = sequence index). */
 void batch_fill_labels(rnnd_batch *b, const rnnd_dataset *ds);

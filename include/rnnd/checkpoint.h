@@ -11,6 +11,7 @@
  *               the epoch's plan), seed, tokens_seen, best_valid_loss,
  *               world_size (informational: resuming at another is fine)
  *   /config     the fully resolved configuration (INI text), as attribute
+ *   /vocab ...  what a model file carries for inference (model_meta.h)
  *   /state/stream_state  data.mode = stream only: float32 [n_streams,
  *               layers * 2 * hidden], every stream's carried state (per
  *               layer h then c), the state the next window starts from
@@ -29,6 +30,7 @@
 
 #include "rnnd/amp.h"
 #include "rnnd/model.h"
+#include "rnnd/model_meta.h"
 #include "rnnd/optim.h"
 
 #define RNND_CHECKPOINT_FORMAT "rnn_dist-checkpoint"
@@ -53,6 +55,7 @@ typedef struct {
   const float *stream_state; /* stream mode: [n_streams, stream_width]; NULL: none */
   int64_t n_streams;
   int stream_width;
+  const rnnd_model_meta *meta; /* written as in a model file (model_meta.h); NULL: none */
 } rnnd_checkpoint_view;
 
 /* Writes DIR/ckpt_stepNNNNNNNN.h5 atomically and updates DIR/latest;

@@ -1,7 +1,8 @@
 /* model_file.h — the HDF5 model file (docs/formats.md, "Model file"):
  * group /model with one float32 dataset per PyTorch state_dict name, shape
  * attributes on /model, and root attributes format, format_version and
- * max_len (the piece length the model was trained with, used by eval).
+ * max_len (the piece length the model was trained with, used by eval),
+ * and beside them what inference needs (model_meta.h).
  *
  * Writes are atomic: NAME.tmp is written, flushed, closed and renamed, so a
  * failure never leaves a half-written file under the final name. */
@@ -11,11 +12,15 @@
 #include <hdf5.h>
 
 #include "rnnd/model.h"
+#include "rnnd/model_meta.h"
 
 #define RNND_MODEL_FORMAT "rnn_dist-model"
 #define RNND_MODEL_FORMAT_VERSION 1
 
-void model_file_write(const char *path, const rnnd_layout *layout, const float *params, int max_len);
+/* meta: the vocabulary, class names or normalisation that make the file
+ * usable alone (model_meta.h); NULL writes none. */
+void model_file_write(const char *path, const rnnd_layout *layout, const float *params, int max_len,
+                      const rnnd_model_meta *meta);
 /* Reads the shape attributes (and max_len) of a model file. */
 void model_file_read_shape(const char *path, rnnd_model_shape *shape, int *max_len);
 /* Fails with a line naming the attribute if the file's shape differs from `expected`. */

@@ -20,6 +20,7 @@
 #include "rnnd/device.h"
 #include "rnnd/metrics.h"
 #include "rnnd/model.h"
+#include "rnnd/model_meta.h"
 #include "rnnd/optim.h"
 #include "rnnd/sampler.h"
 #include "rnnd/step.h"
@@ -91,6 +92,7 @@ typedef struct {
   double best_valid_loss;    /* lowest validation loss so far (inf: none) */
   int resumed;               /* started from a checkpoint */
   char model_path[4096];
+  rnnd_model_meta meta;      /* rank 0: the training set's vocabulary, class names or normalisation, saved with the model */
 } rnnd_trainer;
 
 /* init_model: optional model file whose parameters replace the initial ones.

@@ -114,6 +114,29 @@ void batch_fill(rnnd_batch *b, const rnnd_dataset *ds, const rnnd_piece *pieces,
   }
 }
 
+void batch_fill_inputs(rnnd_batch *b, const int32_t *ids, const float *rows, int n) {
+  RNND_ASSERT(n >= 1 && n <= b->max_len && n <= b->max_tokens && b->max_pieces >= 1);
+  RNND_ASSERT(b->n_features ? rows != NULL : ids != NULL);
+  b->pieces[0] = (rnnd_piece){.start = 0, .length = n, .id = 0, .scored = 0};
+  b->n_pieces = 1;
+  b->n_steps = n;
+  b->n_tokens = n;
+  b->labels[0] = 0;
+  for (int t = 0; t <= n; t++) b->step_offsets[t] = t;
+  for (int t = 0; t < n; t++) {
+    b->batch_sizes[t] = 1;
+    b->positions[t] = t;
+    b->inputs[t] = ids ? ids[t] : 0;
+    b->targets[t] = 0;
+  }
+  if (!b->n_features) return;
+  memcpy(b->series_in, rows, (size_t)n * b->n_features * sizeof(float));
+  memset(b->series_target, 0, (size_t)n * b->n_features * sizeof(float));
+  memset(b->scored, 0, (size_t)n);
+  b->n_scored = 0;
+  b->series_std = NULL;
+}
+
 void batch_fill_labels(rnnd_batch *b, const rnnd_dataset *ds) {
   RNND_ASSERT(ds->labels);
   for (int i = 0; i < b->n_pieces; i++) {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "rnnd/common.h"
+#include "rnnd/h5util.h"
 #include "rnnd/token_store.h"
 
 #define FORMAT_NAME "rnn_dist-lm"
@@ -62,57 +63,6 @@ static hid_t open_file(const char *path) {
   return file;
 }
 
-static const char *class_name(H5T_class_t cls) {
-  switch (cls) {
-    case H5T_INTEGER: return "integer";
-    case H5T_FLOAT: return "floating point";
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "variable-length sequence";
-    default: return "other";
-  }
-}
-
-/* A corrupt header can claim any length; before anything is allocated for
- * it, the claim must fit what the file stores for the dataset (deflate
- * never compresses by more than about 1032:1). */
-#define MAX_COMPRESSION 2048.0
-static void check_plausible_length(hid_t dset, const char *path, const char *name, hsize_t length) {
-  hsize_t stored = H5Dget_storage_size(dset);
-  if ((double)length > MAX_COMPRESSION * ((double)stored + 4096.0))
-    fail_at(path, "/%s claims %llu elements but the file stores %llu bytes of it (corrupt file?)", name,
-            (unsigned long long)length, (unsigned long long)stored);
-}
-
-/* Opens the 1-D dataset /NAME and returns its length; checks its type class. */
-static hid_t open_vector(hid_t file, const char *path, const char *name, H5T_class_t want,
-                         const char *want_words, hsize_t *length) {
-  htri_t exists = H5Lexists(file, name, H5P_DEFAULT);
-  CHECK_H5(exists, path, "cannot look up dataset /%s", name);
-  if (!exists) fail_at(path, "missing dataset /%s", name);
-  hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
-  CHECK_H5(dset, path, "/%s is not a dataset", name);
-  hid_t type = H5Dget_type(dset);
-  CHECK_H5(type, path, "cannot read the type of /%s", name);
-  H5T_class_t cls = H5Tget_class(type);
-  CHECK_H5(cls, path, "cannot read the type of /%s", name);
-  CHECK_H5(H5Tclose(type), path, "cannot close the type of /%s", name);
-  if (cls != want)
-    fail_at(path, "/%s has %s type, expected %s", name, class_name(cls), want_words);
-  hid_t space = H5Dget_space(dset);
-  CHECK_H5(space, path, "cannot read the shape of /%s", name);
-  int rank = H5Sget_simple_extent_ndims(space);
-  CHECK_H5(rank, path, "cannot read the shape of /%s", name);
-  if (rank != 1) fail_at(path, "/%s has rank %d, expected a 1-D dataset", name, rank);
-  CHECK_H5(H5Sget_simple_extent_dims(space, length, NULL), path, "cannot read the shape of /%s",
-          name);
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /%s", name);
-  check_plausible_length(dset, path, name, *length);
-  return dset;
-}
-
 /* ---- attributes ------------------------------------------------------- */
 
 static hid_t open_attribute(hid_t file, const char *path, const char *name) {
@@ -147,26 +97,6 @@ static int32_t read_int_attribute(hid_t file, const char *path, const char *name
   return (int32_t)value;
 }
 
-/* A memory string type that HDF5 converts STORED into: the same character
- * set (HDF5 has no ASCII<->UTF-8 conversion) and either variable length or a
- * fixed width with room for a terminating NUL (*width, 0 when variable). */
-static hid_t memory_string_type(hid_t stored, const char *path, const char *what,
-                                size_t *width) {
-  htri_t variable = H5Tis_variable_str(stored);
-  CHECK_H5(variable, path, "cannot read the type of %s", what);
-  H5T_cset_t cset = H5Tget_cset(stored);
-  CHECK_H5(cset, path, "cannot read the character set of %s", what);
-  size_t stored_size = variable ? 0 : H5Tget_size(stored);
-  if (!variable && stored_size == 0) fail_at(path, "cannot read the type of %s", what);
-  *width = variable ? 0 : stored_size + 1;
-  hid_t mem = H5Tcopy(H5T_C_S1);
-  CHECK_H5(mem, path, "cannot read %s", what);
-  CHECK_H5(H5Tset_cset(mem, cset), path, "cannot read %s", what);
-  CHECK_H5(H5Tset_size(mem, variable ? H5T_VARIABLE : *width), path, "cannot read %s", what);
-  CHECK_H5(H5Tset_strpad(mem, H5T_STR_NULLTERM), path, "cannot read %s", what);
-  return mem;
-}
-
 /* Copies the string attribute NAME (fixed or variable length) into BUF. */
 static void read_string_attribute(hid_t file, const char *path, const char *name, char *buf,
                                   size_t size) {
@@ -179,7 +109,7 @@ static void read_string_attribute(hid_t file, const char *path, const char *name
   CHECK_H5(cls, path, "cannot read the type of %s", what);
   if (cls != H5T_STRING) fail_at(path, "%s must be a string", what);
   size_t width = 0;
-  hid_t mem = memory_string_type(type, path, what, &width);
+  hid_t mem = h5_string_memory_type(type, path, what, &width);
   if (width == 0) {
     char *value = NULL;
     CHECK_H5(H5Aread(attr, mem, &value), path, "cannot read %s", what);
@@ -228,7 +158,7 @@ static void read_header(rnnd_dataset *ds, hid_t file) {
 
 static void read_offsets(rnnd_dataset *ds, hid_t file) {
   hsize_t n = 0;
-  hid_t dset = open_vector(file, ds->path, "offsets", H5T_INTEGER, "integers", &n);
+  hid_t dset = h5_open_vector(file, ds->path, "offsets", H5T_INTEGER, "integers", &n);
   if (n == 0) fail_at(ds->path, "/offsets is empty (it needs n_sequences + 1 entries)");
   ds->n_sequences = (int64_t)n - 1;
   ds->offsets = RNND_ALLOC(int64_t, n, "data-set offsets");
@@ -240,7 +170,7 @@ static void read_offsets(rnnd_dataset *ds, hid_t file) {
 /* on_disk: leave them in the file when token_store reads its layout. */
 static void read_tokens(rnnd_dataset *ds, hid_t file, int on_disk) {
   hsize_t n = 0;
-  hid_t dset = open_vector(file, ds->path, "tokens", H5T_INTEGER, "integers", &n);
+  hid_t dset = h5_open_vector(file, ds->path, "tokens", H5T_INTEGER, "integers", &n);
   ds->n_tokens = (int64_t)n;
   if (on_disk && (ds->store = token_store_open(ds->path, dset, ds->n_tokens, ds->vocab_size))) {
     CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
@@ -262,7 +192,7 @@ static void read_labels(rnnd_dataset *ds, hid_t file) {
   hsize_t n = 0, names = 0;
   ds->n_classes = read_int_attribute(file, ds->path, "n_classes");
   if (ds->n_classes <= 0) fail_at(ds->path, "n_classes %d must be positive", (int)ds->n_classes);
-  hid_t dset = open_vector(file, ds->path, "labels", H5T_INTEGER, "integers", &n);
+  hid_t dset = h5_open_vector(file, ds->path, "labels", H5T_INTEGER, "integers", &n);
   if ((int64_t)n != ds->n_sequences)
     fail_at(ds->path, "/labels has %llu entries but there are %lld sequences", (unsigned long long)n,
             (long long)ds->n_sequences);
@@ -275,7 +205,7 @@ static void read_labels(rnnd_dataset *ds, hid_t file) {
     if (ds->labels[i] < 0 || ds->labels[i] >= ds->n_classes)
       fail_at(ds->path, "/labels[%llu] = %d is outside [0, n_classes %d)", (unsigned long long)i, (int)ds->labels[i],
               (int)ds->n_classes);
-  dset = open_vector(file, ds->path, "label_names", H5T_STRING, "strings", &names);
+  dset = h5_open_vector(file, ds->path, "label_names", H5T_STRING, "strings", &names);
   CHECK_H5(H5Dclose(dset), ds->path, "cannot close /label_names");
   if ((int64_t)names != ds->n_classes)
     fail_at(ds->path, "/label_names has %llu entries but n_classes is %d", (unsigned long long)names,
@@ -309,70 +239,7 @@ static void validate_tokens(const rnnd_dataset *ds) {
   }
 }
 
-/* ---- vocabulary ------------------------------------------------------- */
-
-/* Frees what HDF5 allocated for the variable-length strings in WORDS. */
-static void release_strings(hid_t mem, hid_t dset, char **words, const char *path) {
-  hid_t space = H5Dget_space(dset);
-  CHECK_H5(space, path, "cannot read the shape of /vocab");
-#if H5_VERSION_GE(1, 12, 0)
-  CHECK_H5(H5Treclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /vocab strings");
-#else
-  CHECK_H5(H5Dvlen_reclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /vocab strings");
-#endif
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /vocab");
-}
-
-static void copy_vocab(rnnd_dataset *ds, hid_t dset, hid_t mem, size_t width, hsize_t n) {
-  if (width == 0) {
-    char **raw = RNND_ALLOC(char *, n, "vocabulary strings");
-    herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
-    if (status < 0) free(raw); /* the error below leaves no buffer behind (found by fuzzing) */
-    CHECK_H5(status, ds->path, "cannot read /vocab");
-    for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw[i] ? raw[i] : "");
-    release_strings(mem, dset, raw, ds->path);
-    free(raw);
-  } else {
-    char *raw = rnnd_calloc(n, width, "vocabulary strings");
-    herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
-    if (status < 0) free(raw);
-    CHECK_H5(status, ds->path, "cannot read /vocab");
-    for (hsize_t i = 0; i < n; i++) ds->vocab[i] = rnnd_strdup(raw + i * width);
-    free(raw);
-  }
-}
-
-/* Reads the strings of /vocab (variable or fixed length) into owned copies. */
-static void read_vocab(rnnd_dataset *ds, hid_t file) {
-  hsize_t n = 0;
-  hid_t dset = open_vector(file, ds->path, "vocab", H5T_STRING, "strings", &n);
-  if (n != (hsize_t)ds->vocab_size)
-    fail_at(ds->path, "/vocab has %llu entries but vocab_size is %d", (unsigned long long)n,
-            (int)ds->vocab_size);
-  hid_t type = H5Dget_type(dset);
-  CHECK_H5(type, ds->path, "cannot read the type of /vocab");
-  size_t width = 0;
-  hid_t mem = memory_string_type(type, ds->path, "/vocab", &width);
-  ds->vocab = RNND_ALLOC(char *, n, "vocabulary");
-  copy_vocab(ds, dset, mem, width, n);
-  CHECK_H5(H5Tclose(mem), ds->path, "cannot close the type of /vocab");
-  CHECK_H5(H5Tclose(type), ds->path, "cannot close the type of /vocab");
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /vocab");
-}
-
-/* ---- public ----------------------------------------------------------- */
-
 /* ---- time series ------------------------------------------------------ */
-
-/* A float32 vector of exactly n values (mean, std). */
-static void read_floats(rnnd_dataset *ds, hid_t file, const char *name, float *out, hsize_t n) {
-  hsize_t got = 0;
-  hid_t dset = open_vector(file, ds->path, name, H5T_FLOAT, "floats", &got);
-  if (got != n) fail_at(ds->path, "/%s has %llu values, expected n_features = %llu", name, (unsigned long long)got,
-                        (unsigned long long)n);
-  CHECK_H5(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), ds->path, "cannot read /%s", name);
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /%s", name);
-}
 
 /* /values [n_steps, n_features] float: the shape and every value checked. */
 static void read_values(rnnd_dataset *ds, hid_t file) {
@@ -388,7 +255,7 @@ static void read_values(rnnd_dataset *ds, hid_t file) {
   CHECK_H5(H5Sclose(space), path, "cannot close the shape of /values");
   if ((int64_t)dims[1] != ds->n_features)
     fail_at(path, "/values has %llu columns but n_features is %d", (unsigned long long)dims[1], (int)ds->n_features);
-  check_plausible_length(dset, path, "values", dims[0] * dims[1]);
+  h5_check_plausible_length(dset, path, "values", dims[0] * dims[1]);
   ds->n_steps = (int64_t)dims[0];
   ds->values = RNND_ALLOC(float, dims[0] * dims[1], "series values");
   if (dims[0] > 0)
@@ -429,10 +296,8 @@ static void load_series(rnnd_dataset *ds, hid_t file) {
     if (ds->series_offsets[i + 1] < ds->series_offsets[i])
       fail_at(ds->path, "/offsets[%lld] is smaller than /offsets[%lld]", (long long)i + 1, (long long)i);
   make_pairs(ds);
-  ds->mean = RNND_ALLOC(float, ds->n_features, "feature means");
-  ds->std = RNND_ALLOC(float, ds->n_features, "feature std");
-  read_floats(ds, file, "mean", ds->mean, (hsize_t)ds->n_features);
-  read_floats(ds, file, "std", ds->std, (hsize_t)ds->n_features);
+  ds->mean = h5_read_floats(ds->path, file, "mean", ds->n_features, "n_features");
+  ds->std = h5_read_floats(ds->path, file, "std", ds->n_features, "n_features");
   for (int32_t f = 0; f < ds->n_features; f++)
     if (!(ds->std[f] > 0.0f) || !isfinite(ds->mean[f]) || !isfinite(ds->std[f]))
       fail_at(ds->path, "/std[%d] = %g must be positive and /mean[%d] finite", (int)f, ds->std[f], (int)f);
@@ -455,7 +320,7 @@ static void load(rnnd_dataset *ds, const char *path, int load_vocab, int on_disk
   validate_offsets(ds);
   if (ds->tokens) validate_tokens(ds); /* on disk: as each chunk is read */
   read_labels(ds, file);
-  if (load_vocab) read_vocab(ds, file);
+  if (load_vocab) ds->vocab = h5_read_strings(path, file, "vocab", ds->vocab_size, "vocab_size");
   CHECK_H5(H5Fclose(file), path, "cannot close file");
   rnnd_reading_end();
 }

@@ -15,6 +15,8 @@
 
 #include "rnnd/common.h"
 #include "rnnd/label_table.h"
+#include "rnnd/options.h"
+#include "rnnd/words.h"
 #include "prep_writer.h"
 
 #define EOS_ID 0
@@ -57,22 +59,6 @@ static const char usage_text[] =
     "                   series); per-feature mean/std from the training file\n"
     "  --help           print this help and exit\n";
 
-static int64_t parse_count(const char *option, const char *text) {
-  char *end = NULL;
-  errno = 0;
-  long long value = strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || errno == ERANGE || value < 0 || value > INT32_MAX)
-    rnnd_input_error("%s: '%s' is not a non-negative integer below 2^31", option, text);
-  return value;
-}
-
-/* Returns the value of option argv[*i] and advances past it. */
-static const char *option_value(int argc, char **argv, int *i) {
-  if (*i + 1 >= argc) rnnd_input_error("option %s needs an argument", argv[*i]);
-  *i += 1;
-  return argv[*i];
-}
-
 static void check_options(const rnnd_prep_options *opt) {
   if (!opt->train) rnnd_input_error("missing --train FILE (see rnn_prep --help)");
   if (!opt->valid) rnnd_input_error("missing --valid FILE (see rnn_prep --help)");
@@ -86,38 +72,31 @@ static void check_options(const rnnd_prep_options *opt) {
     rnnd_input_error("--csv takes no text options (--labels, --lowercase, --min-count, --max-vocab, --deflate)");
 }
 
+static const struct option prep_options[] = {
+    {"train", required_argument, NULL, 't'},     {"valid", required_argument, NULL, 'v'},
+    {"test", required_argument, NULL, 'x'},      {"out", required_argument, NULL, 'o'},
+    {"min-count", required_argument, NULL, 'm'}, {"max-vocab", required_argument, NULL, 'M'},
+    {"deflate", required_argument, NULL, 'z'},   {"lowercase", no_argument, NULL, 'l'},
+    {"labels", no_argument, NULL, 'L'},          {"csv", no_argument, NULL, 'c'},
+    {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+
 int prep_parse_args(rnnd_prep_options *opt, int argc, char **argv) {
   memset(opt, 0, sizeof *opt);
   opt->min_count = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-      fputs(usage_text, stdout);
-      return 1;
-    } else if (!strcmp(arg, "--train")) {
-      opt->train = option_value(argc, argv, &i);
-    } else if (!strcmp(arg, "--valid")) {
-      opt->valid = option_value(argc, argv, &i);
-    } else if (!strcmp(arg, "--test")) {
-      opt->test = option_value(argc, argv, &i);
-    } else if (!strcmp(arg, "--out")) {
-      opt->out_dir = option_value(argc, argv, &i);
-    } else if (!strcmp(arg, "--min-count")) {
-      opt->min_count = parse_count(arg, option_value(argc, argv, &i));
-    } else if (!strcmp(arg, "--max-vocab")) {
-      opt->max_vocab = parse_count(arg, option_value(argc, argv, &i));
-    } else if (!strcmp(arg, "--deflate")) {
-      opt->deflate = (int)parse_count(arg, option_value(argc, argv, &i));
-    } else if (!strcmp(arg, "--lowercase")) {
-      opt->lowercase = 1;
-    } else if (!strcmp(arg, "--labels")) {
-      opt->labels = 1;
-    } else if (!strcmp(arg, "--csv")) {
-      opt->csv = 1;
-    } else if (arg[0] == '-') {
-      rnnd_input_error("unknown option '%s' (see rnn_prep --help)", arg);
-    } else {
-      rnnd_input_error("unexpected argument '%s' (see rnn_prep --help)", arg);
+  int c;
+  while ((c = options_next(argc, argv, ":h", prep_options, "rnn_prep")) != -1) {
+    switch (c) {
+      case 'h': fputs(usage_text, stdout); return 1;
+      case 't': opt->train = optarg; break;
+      case 'v': opt->valid = optarg; break;
+      case 'x': opt->test = optarg; break;
+      case 'o': opt->out_dir = optarg; break;
+      case 'm': opt->min_count = options_int("--min-count", optarg, 0, INT32_MAX); break;
+      case 'M': opt->max_vocab = options_int("--max-vocab", optarg, 0, INT32_MAX); break;
+      case 'z': opt->deflate = options_int("--deflate", optarg, 0, INT32_MAX); break;
+      case 'l': opt->lowercase = 1; break;
+      case 'L': opt->labels = 1; break;
+      case 'c': opt->csv = 1; break;
     }
   }
   check_options(opt);
@@ -211,10 +190,8 @@ static void check_line(const text_stream *t, const char *line, size_t n) {
   }
 }
 
-/* A half-open byte range [pos, end) that the scanners below consume. */
-typedef struct {
-  const char *pos, *end;
-} cursor;
+
+typedef rnnd_text_cursor cursor;
 
 /* The next line (without its '\n'), checked; 0 at the end of the file. The
  * line stays valid until the next call. */
@@ -232,27 +209,12 @@ static int stream_line(text_stream *t, cursor *line) {
   t->pos = nl < t->buf + t->len ? (size_t)(nl - t->buf) + 1 : t->len;
   t->line++;
   check_line(t, start, (size_t)(nl - start));
-  if (t->lowercase)
-    for (char *c = start; c < nl; c++)
-      if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+  if (t->lowercase) words_lowercase_ascii(start, nl);
   *line = (cursor){start, nl};
   return 1;
 }
 
-/* ' ', '\t', '\r', '\v', '\f' as bits of one word: a test per byte without branches on each. */
-#define SPACE_BITS ((1ull << ' ') | (1ull << '\t') | (1ull << '\r') | (1ull << '\v') | (1ull << '\f'))
-static int is_space(char c) { return (unsigned char)c <= ' ' && ((SPACE_BITS >> (unsigned char)c) & 1); }
 
-/* Splits off the next whitespace-separated word; returns 0 when none is left. */
-static int next_word(cursor *line, const char **word, size_t *len) {
-  const char *p = line->pos, *end = line->end; /* locals: the loops stay in registers */
-  while (p < end && is_space(*p)) p++;
-  const char *start = p;
-  while (p < end && !is_space(*p)) p++;
-  line->pos = p;
-  *word = start, *len = (size_t)(p - start);
-  return p > start;
-}
 
 /* ==== vocabulary hash table (open addressing, linear probing) ========== */
 
@@ -318,7 +280,7 @@ static uint64_t hash_word(const char *s, size_t n) {
 
 /* next_word, with the word's hash_word. */
 static int next_hashed_word(cursor *line, const char **word, size_t *len, uint64_t *hash) {
-  if (!next_word(line, word, len)) return 0;
+  if (!words_next(line, word, len)) return 0;
   *hash = hash_word(*word, *len);
   return 1;
 }
@@ -451,7 +413,7 @@ static int by_count_then_first(const void *pa, const void *pb) {
  * after it is an error naming the file and line. */
 static int split_label(const text_stream *text, cursor *line, cursor *label) {
   const char *p = line->pos;
-  while (p < line->end && is_space(*p) && *p != '\t') p++;
+  while (p < line->end && words_is_space(*p) && *p != '\t') p++;
   if (p == line->end) return 0;
   const char *tab = memchr(line->pos, '\t', (size_t)(line->end - line->pos));
   if (!tab || tab == line->pos) rnnd_input_error("%s:%ld: expected LABEL<TAB>text (--labels)", text->path, text->line);
@@ -460,7 +422,7 @@ static int split_label(const text_stream *text, cursor *line, cursor *label) {
   cursor rest = *line;
   const char *w;
   size_t n;
-  if (!next_word(&rest, &w, &n)) rnnd_input_error("%s:%ld: no words after the label", text->path, text->line);
+  if (!words_next(&rest, &w, &n)) rnnd_input_error("%s:%ld: no words after the label", text->path, text->line);
   return 1;
 }
 
@@ -611,7 +573,7 @@ static void check_split(const char *path, const rnnd_prep_options *opt, const la
   size_t n;
   while (next_sequence(&text, labels != NULL, &line, &label)) {
     if (labels) label_id(&text, labels, label);
-    sequences += next_word(&line, &w, &n);
+    sequences += words_next(&line, &w, &n);
   }
   if (sequences == 0) rnnd_input_error("%s: no non-blank lines (empty data set)", path);
   stream_close(&text);
@@ -717,7 +679,9 @@ static void split_close(split_writer *s) {
   free(s->label_buf);
 }
 
-static void write_attributes(h5_writer *w, int32_t vocab_size) {
+/* lowercase: what --lowercase did to the text, so that a model trained on
+ * the set tokenises new text the same way (rnn_dist generate). */
+static void write_attributes(h5_writer *w, int32_t vocab_size, int lowercase) {
   const char *format = FORMAT_NAME;
   hid_t type = utf8_string_type(w);
   write_attribute(w, "format", type, type, &format);
@@ -726,6 +690,7 @@ static void write_attributes(h5_writer *w, int32_t vocab_size) {
   write_int_attribute(w, "vocab_size", vocab_size);
   write_int_attribute(w, "eos_id", EOS_ID);
   write_int_attribute(w, "unk_id", UNK_ID);
+  write_int_attribute(w, "lowercase", lowercase);
 }
 
 /* The vocabulary and what every split shares. */
@@ -741,7 +706,7 @@ typedef struct {
  * every split is written). */
 static split_counts encode_split(h5_writer *w, const char *path, const rnnd_prep_options *opt,
                                  const vocabulary *v) {
-  write_attributes(w, v->vocab_size);
+  write_attributes(w, v->vocab_size, opt->lowercase);
   split_writer out;
   split_open(&out, w, v->labels != NULL, opt->deflate);
   text_stream text;
@@ -769,7 +734,7 @@ static split_counts encode_split(h5_writer *w, const char *path, const rnnd_prep
  * entries, no text to read or words to look up. */
 static split_counts encode_from_entries(h5_writer *w, entry_stream *entries, const rnnd_prep_options *opt,
                                         const vocabulary *v) {
-  write_attributes(w, v->vocab_size);
+  write_attributes(w, v->vocab_size, opt->lowercase);
   split_writer out;
   split_open(&out, w, 0, opt->deflate);
   entries_rewind(entries);

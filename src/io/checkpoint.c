@@ -79,6 +79,7 @@ static void write_contents(const char *tmp, const rnnd_checkpoint_view *c) {
   h5_write_int_attr(tmp, file, "format_version", RNND_CHECKPOINT_FORMAT_VERSION);
   h5_write_int_attr(tmp, file, "max_len", c->max_len);
   h5_write_string_attr(tmp, file, "config", c->config_text);
+  if (c->meta) model_meta_write(tmp, file, c->meta);
   hid_t model = create_group(tmp, file, "model");
   model_file_write_shape(tmp, model, &c->layout->shape);
   model_file_write_tensors(tmp, model, c->layout, c->params, 1);

@@ -116,7 +116,8 @@ void model_file_sync(const char *path) {
   close(fd);
 }
 
-void model_file_write(const char *path, const rnnd_layout *layout, const float *params, int max_len) {
+void model_file_write(const char *path, const rnnd_layout *layout, const float *params, int max_len,
+                      const rnnd_model_meta *meta) {
   h5_quiet();
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -126,6 +127,7 @@ void model_file_write(const char *path, const rnnd_layout *layout, const float *
   h5_write_string_attr(tmp, file, "format", RNND_MODEL_FORMAT);
   h5_write_int_attr(tmp, file, "format_version", RNND_MODEL_FORMAT_VERSION);
   h5_write_int_attr(tmp, file, "max_len", max_len);
+  if (meta) model_meta_write(tmp, file, meta);
   hid_t group = h5_check(H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp,
                          "cannot create /model");
   write_shape_attrs(tmp, group, &layout->shape);

@@ -1,11 +1,16 @@
-/* rnn_dist_main.c — command line of rnn_dist: `train` (the default) and
- * `eval`. Everything else lives in the library; main only parses arguments. */
+/* rnn_dist_main.c — command line of rnn_dist: `train` (the default),
+ * `eval`, `generate` and `predict`, each parsed with getopt_long
+ * (options.h). Everything else lives in the library; main only parses
+ * arguments. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rnnd/common.h"
 #include "rnnd/h5util.h"
+#include "rnnd/infer.h"
+#include "rnnd/options.h"
 #include "rnnd/comm.h"
 #include "rnnd/config.h"
 #include "rnnd/device.h"
@@ -19,7 +24,11 @@ static void print_help(void) {
       "usage:\n"
       "  rnn_dist [train] --config FILE [--set section.key=value]... [--init MODEL.h5 | --resume CKPT|auto] [--dry-run]\n"
       "  rnn_dist eval --checkpoint MODEL.h5 --data DATA.h5 [--max-len N] [--batch N] [--threads N] [--device D]\n"
-      "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n\n"
+      "  rnn_dist generate --checkpoint MODEL.h5 [--prompt TEXT | --stdin] [--tokens N] [--temperature T]\n"
+      "                    [--top-k K] [--seed S]\n"
+      "  rnn_dist predict --checkpoint MODEL.h5 (--input FILE | --stdin) [--horizon H]\n"
+      "  mpirun -np N rnn_dist --config FILE      (one rank per GPU, or per core group on CPUs)\n"
+      "  every option takes its value as --opt VALUE or --opt=VALUE\n\n"
       "train options:\n"
       "  --config FILE          INI file with sections [model] [data] [train] [amp] [comm] [metrics] [output]\n"
       "  --set section.key=V    override one key (repeatable; applied after --config, in order)\n"
@@ -42,6 +51,29 @@ static void print_help(void) {
       "  the last line printed is: loss <mean nll> ppl <exp(loss)> tokens <count>\n"
       "  (a classifier: loss <mean nll> accuracy <share right> sequences <count>;\n"
       "   a forecaster: loss <mse> rmse <original units> mae <original units> steps <count>)\n"
+      "generate options (a language model; its text on stdout, nothing else there):\n"
+      "  --checkpoint MODEL.h5  model file (or checkpoint) of a language model; it carries its vocabulary\n"
+      "  --prompt TEXT          words fed after <eos>, tokenised as rnn_prep did (unknown words: <unk>);\n"
+      "                         without it the text starts from <eos> alone\n"
+      "  --tokens N             tokens sampled after the prompt (default 100); <eos> prints a newline\n"
+      "  --temperature T        sample from softmax(logits / T) (default 1); 0: greedy, the most likely token\n"
+      "  --top-k K              sample among the K most likely tokens only (default 0: all)\n"
+      "  --seed S               the same seed gives the same text (default 1234)\n"
+      "  --stdin                one prompt per line of stdin, each answered on one line as it arrives\n"
+      "                         (<eos> shown as the word <eos>); the model stays loaded\n"
+      "predict options (a classifier or a forecaster):\n"
+      "  --checkpoint MODEL.h5  model file of a classifier (model.task = classify) or forecaster (regress)\n"
+      "  --input FILE           classifier: one text per line (after a TAB if the line has one, as in\n"
+      "                         rnn_prep --labels files); prints label<TAB>probability per line.\n"
+      "                         forecaster: CSV of past values in the rnn_prep --csv format; prints CSV\n"
+      "                         series_id,step,FEATURE... of the next --horizon steps in original units\n"
+      "  --horizon H            forecaster: steps predicted per series, each fed back (default 1)\n"
+      "  --stdin                one request per line of stdin, answered as it arrives: a text (classifier),\n"
+      "                         or a series as steps separated by ';', features by ',' (forecaster)\n"
+      "generate and predict:\n"
+      "  --vocab-from DATA.h5   take the vocabulary (class names, normalisation) from the data set the model\n"
+      "                         was trained on: for model files written before rnn_dist stored them\n"
+      "  --threads N            CPU threads (default: all cores); both run one sequence at a time on the CPU\n"
       "other:\n"
       "  --help, -h             this text\n"
       "  --version              print the version\n\n"
@@ -64,17 +96,29 @@ static int parse_device(const char *text) {
   rnnd_input_error("--device: '%s' is not one of: auto, cpu, cuda", text);
 }
 
-static int parse_positive(const char *option, const char *text) {
-  char *end;
-  long v = strtol(text, &end, 10);
-  if (*text == '\0' || *end || v < 1 || v > (1 << 24))
-    rnnd_input_error("%s: expected a positive integer, got '%s'", option, text);
-  return (int)v;
-}
+#define MAX_COUNT (1 << 24)
 
-static const char *option_value(int argc, char **argv, int *i) {
-  if (*i + 1 >= argc) rnnd_input_error("%s: missing value (see --help)", argv[*i]);
-  return argv[++*i];
+/* Long options only; their val is a letter the switches below name. */
+static const struct option eval_options[] = {
+    {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
+    {"max-len", required_argument, NULL, 'm'},    {"batch", required_argument, NULL, 'b'},
+    {"threads", required_argument, NULL, 't'},    {"device", required_argument, NULL, 'D'},
+    {"target-last", required_argument, NULL, 'k'}, {NULL, 0, NULL, 0}};
+
+static void parse_eval(int argc, char **argv, eval_args *a) {
+  int c;
+  while ((c = options_next(argc, argv, ":", eval_options, "rnn_dist")) != -1) {
+    switch (c) {
+      case 'c': a->checkpoint = optarg; break;
+      case 'd': a->data = optarg; break;
+      case 'm': a->max_len = options_int("--max-len", optarg, 1, MAX_COUNT); break;
+      case 'b': a->batch = options_int("--batch", optarg, 1, MAX_COUNT); break;
+      case 't': a->threads = options_int("--threads", optarg, 1, MAX_COUNT); break;
+      case 'D': a->device = parse_device(optarg); break;
+      case 'k': a->target_last = options_int("--target-last", optarg, 1, MAX_COUNT); break;
+    }
+  }
+  if (!a->checkpoint || !a->data) rnnd_input_error("eval: --checkpoint and --data are required (see --help)");
 }
 
 /* A classifier's data set needs the model's classes, and whole sequences:
@@ -94,18 +138,7 @@ static void check_classes(const rnnd_dataset *ds, const char *data, const rnnd_m
 
 static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   eval_args a = {NULL, NULL, 0, 64, 0, 0, RNND_DEVICE_AUTO};
-  for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--checkpoint")) a.checkpoint = option_value(argc, argv, &i);
-    else if (!strcmp(argv[i], "--data")) a.data = option_value(argc, argv, &i);
-    else if (!strcmp(argv[i], "--max-len")) a.max_len = parse_positive("--max-len", option_value(argc, argv, &i));
-    else if (!strcmp(argv[i], "--batch")) a.batch = parse_positive("--batch", option_value(argc, argv, &i));
-    else if (!strcmp(argv[i], "--threads")) a.threads = parse_positive("--threads", option_value(argc, argv, &i));
-    else if (!strcmp(argv[i], "--device")) a.device = parse_device(option_value(argc, argv, &i));
-    else if (!strcmp(argv[i], "--target-last"))
-      a.target_last = parse_positive("--target-last", option_value(argc, argv, &i));
-    else rnnd_input_error("eval: unknown option '%s' (see --help)", argv[i]);
-  }
-  if (!a.checkpoint || !a.data) rnnd_input_error("eval: --checkpoint and --data are required (see --help)");
+  parse_eval(argc, argv, &a);
   rnnd_model_shape shape;
   int trained_max_len = 0;
   model_file_read_shape(a.checkpoint, &shape, &trained_max_len);
@@ -152,50 +185,121 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   return 0;
 }
 
-static int run_train(int argc, char **argv, int first, rnnd_comm *comm) {
+static const struct option train_options[] = {
+    {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
+    {"init", required_argument, NULL, 'i'},   {"resume", required_argument, NULL, 'r'},
+    {"dry-run", no_argument, NULL, 'n'},      {NULL, 0, NULL, 0}};
+
+typedef struct {
+  const char *init_model, *resume;
+  int dry_run;
+} train_args;
+
+/* Every --config in order, then every --set in order wherever it appears. */
+static void parse_train(int argc, char **argv, rnnd_config *cfg, train_args *a) {
+  const char **sets = RNND_ALLOC(const char *, argc, "overrides");
+  int n_sets = 0, c;
+  while ((c = options_next(argc, argv, ":", train_options, "rnn_dist")) != -1) {
+    switch (c) {
+      case 'c': config_load_file(cfg, optarg); break;
+      case 's': sets[n_sets++] = optarg; break;
+      case 'i': a->init_model = optarg; break;
+      case 'r': a->resume = optarg; break;
+      case 'n': a->dry_run = 1; break;
+    }
+  }
+  for (int i = 0; i < n_sets; i++) config_apply_override(cfg, sets[i]);
+  free(sets);
+}
+
+static int run_train(int argc, char **argv, rnnd_comm *comm) {
   rnnd_config cfg;
   config_init_defaults(&cfg);
-  const char *init_model = NULL, *resume = NULL;
-  int dry_run = 0;
-  /* --config first, so --set overrides apply on top of it wherever they appear. */
-  for (int i = first; i < argc; i++)
-    if (!strcmp(argv[i], "--config")) config_load_file(&cfg, option_value(argc, argv, &i));
-  for (int i = first; i < argc; i++) {
-    if (!strcmp(argv[i], "--config")) i++;
-    else if (!strcmp(argv[i], "--set")) config_apply_override(&cfg, option_value(argc, argv, &i));
-    else if (!strcmp(argv[i], "--init")) init_model = option_value(argc, argv, &i);
-    else if (!strcmp(argv[i], "--resume")) resume = option_value(argc, argv, &i);
-    else if (!strcmp(argv[i], "--dry-run")) dry_run = 1;
-    else rnnd_input_error("unknown option '%s' (see --help)", argv[i]);
-  }
+  train_args a = {NULL, NULL, 0};
+  parse_train(argc, argv, &cfg, &a);
   config_finalize(&cfg);
   comm_set_timeout(comm, cfg.comm.timeout_s);
-  if (dry_run) {
+  if (a.dry_run) {
     if (comm->rank == 0) config_write(&cfg, stdout);
     config_free(&cfg);
     return 0;
   }
   rnnd_trainer trainer;
-  if (init_model && resume) rnnd_input_error("--init and --resume exclude each other (a checkpoint has the weights)");
-  trainer_init(&trainer, &cfg, comm, init_model, resume);
+  if (a.init_model && a.resume)
+    rnnd_input_error("--init and --resume exclude each other (a checkpoint has the weights)");
+  trainer_init(&trainer, &cfg, comm, a.init_model, a.resume);
   int code = trainer_run(&trainer);
   trainer_free(&trainer);
   config_free(&cfg);
   return code;
 }
 
+/* generate and predict share one option table; each verb says what it takes. */
+static const struct option infer_options[] = {
+    {"checkpoint", required_argument, NULL, 'c'}, {"vocab-from", required_argument, NULL, 'v'},
+    {"threads", required_argument, NULL, 'T'},    {"stdin", no_argument, NULL, 'S'},
+    {"prompt", required_argument, NULL, 'p'},     {"tokens", required_argument, NULL, 'n'},
+    {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'k'},
+    {"seed", required_argument, NULL, 's'},       {"input", required_argument, NULL, 'i'},
+    {"horizon", required_argument, NULL, 'H'},    {NULL, 0, NULL, 0}};
+
+/* Options of the other verb are refused by name. */
+static void refuse_for(const char *verb, int val, int allowed) {
+  if (allowed) return;
+  const struct option *o = infer_options;
+  while (o->name && o->val != val) o++;
+  rnnd_input_error("%s: --%s is not an option of this verb (see --help)", verb, o->name);
+}
+
+static void parse_infer(int argc, char **argv, const char *verb, rnnd_infer_options *o) {
+  const int generate = !strcmp(verb, "generate");
+  int c;
+  while ((c = options_next(argc, argv, ":", infer_options, "rnn_dist")) != -1) {
+    switch (c) {
+      case 'c': o->checkpoint = optarg; break;
+      case 'v': o->vocab_from = optarg; break;
+      case 'T': o->threads = options_int("--threads", optarg, 1, MAX_COUNT); break;
+      case 'S': o->from_stdin = 1; break;
+      case 'p': refuse_for(verb, c, generate), o->prompt = optarg, o->has_prompt = 1; break;
+      case 'n': refuse_for(verb, c, generate), o->tokens = options_int("--tokens", optarg, 1, MAX_COUNT); break;
+      case 't':
+        refuse_for(verb, c, generate);
+        o->temperature = options_double("--temperature", optarg, -HUGE_VAL, HUGE_VAL);
+        break;
+      case 'k': refuse_for(verb, c, generate), o->top_k = options_int("--top-k", optarg, 0, 1 << 30); break;
+      case 's': refuse_for(verb, c, generate), o->seed = options_u64("--seed", optarg); break;
+      case 'i': refuse_for(verb, c, !generate), o->input = optarg; break;
+      case 'H': refuse_for(verb, c, !generate), o->horizon = options_int("--horizon", optarg, 0, MAX_COUNT); break;
+    }
+  }
+  if (!o->checkpoint) rnnd_input_error("%s: --checkpoint MODEL.h5 is required (see --help)", verb);
+}
+
+static int run_infer(int argc, char **argv, const char *verb) {
+  rnnd_infer_options o = {.tokens = 100, .temperature = 1.0, .seed = 1234, .horizon = 1};
+  parse_infer(argc, argv, verb, &o);
+  return !strcmp(verb, "generate") ? infer_generate(&o) : infer_predict(&o);
+}
+
 int main(int argc, char **argv) {
   rnnd_set_program_name("rnn_dist");
   h5_process_init();
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return print_help(), 0;
     if (!strcmp(argv[i], "--version")) return printf("rnn_dist %s\n", RNND_VERSION), 0;
   }
+  const char *verb = argc > 1 && argv[1][0] != '-' ? argv[1] : "train";
+  /* getopt_long sees the verb's options only */
+  int first = argc > 1 && argv[1][0] != '-' ? 1 : 0;
+  if (!strcmp(verb, "generate") || !strcmp(verb, "predict"))
+    return run_infer(argc - first, argv + first, verb); /* one process: no MPI */
+  if (strcmp(verb, "train") && strcmp(verb, "eval"))
+    rnnd_input_error("unknown verb '%s': train, eval, generate or predict (see rnn_dist --help)", verb);
   rnnd_comm comm;
   comm_init(&comm, &argc, &argv);
-  int code;
-  if (argc > 1 && !strcmp(argv[1], "eval")) code = run_eval(argc, argv, &comm);
-  else code = run_train(argc, argv, argc > 1 && !strcmp(argv[1], "train") ? 2 : 1, &comm);
+  first = argc > 1 && argv[1][0] != '-' ? 1 : 0;
+  int code = !strcmp(verb, "eval") ? run_eval(argc - first, argv + first, &comm)
+                                   : run_train(argc - first, argv + first, &comm);
   comm_finalize(&comm);
   return code;
 }

@@ -236,6 +236,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   int64_t batches_per_epoch = t->stream_mode ? t->stream.plan.n_windows : t->train_sampler.n_batches;
   t->total_steps = cfg->train.steps > 0 ? cfg->train.steps : cfg->train.epochs * batches_per_epoch;
   snprintf(t->model_path, sizeof t->model_path, "%s/model.h5", cfg->output.dir);
+  if (comm->rank == 0) model_meta_read(&t->meta, cfg->data.train);
   const char *startup_hook = getenv("RNND_FAULT_SIGNAL_STARTUP"); /* test hook: RANK */
   if (startup_hook && atoi(startup_hook) == comm->rank) raise(SIGTERM);
   open_outputs(t, t->resumed);
@@ -243,6 +244,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
 }
 
 void trainer_free(rnnd_trainer *t) {
+  model_meta_free(&t->meta);
   if (t->log) fclose(t->log);
   metrics_close(&t->metrics);
   dealer_free(&t->dealer);
@@ -432,7 +434,7 @@ static double run_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
 
 static void save_model(rnnd_trainer *t) {
   step_store(t->stepper);
-  if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len);
+  if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len, &t->meta);
 }
 
 typedef enum { KEEP_GOING = 0, TIME_IS_UP = 1, PREEMPTED = 2 } stop_reason;
@@ -472,7 +474,8 @@ static void save_checkpoint(rnnd_trainer *t) {
   const char *delay = getenv("RNND_FAULT_CHECKPOINT_DELAY"); /* test hook: seconds */
   rnnd_checkpoint_view view = {.layout = &t->layout, .params = t->params, .optimizer = &t->optimizer,
                                .scaler = &t->scaler, .state = &state, .config_text = config_text,
-                               .max_len = t->cfg->data.max_len, .test_delay_s = delay ? atof(delay) : 0.0};
+                               .max_len = t->cfg->data.max_len, .test_delay_s = delay ? atof(delay) : 0.0,
+                               .meta = &t->meta};
   if (streams) {
     view.stream_state = streams;
     view.n_streams = t->stream.plan.n_streams;

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""--help must list every command-line option and every configuration key of
+"""--help must list every verb, every command-line option of the option
+tables in src/tools/rnn_dist_main.c and every configuration key of
 src/config.c's table, and every shipped config in configs/ must parse
-(rnn_dist --dry-run). usage: check_help.py RNN_DIST CONFIG_C CONFIGS_DIR"""
+(rnn_dist --dry-run). usage: check_help.py RNN_DIST CONFIG_C CONFIGS_DIR MAIN_C"""
 import glob
 import os
 import re
 import subprocess
 import sys
 
-rnn_dist, config_c, configs = sys.argv[1:4]
+rnn_dist, config_c, configs, main_c = sys.argv[1:5]
 text = subprocess.run([rnn_dist, "--help"], capture_output=True, text=True, check=True).stdout
 keys = re.findall(r'^\s*\{"(model|data|train|amp|comm|metrics|output)", "(\w+)", KEY_', open(config_c).read(), re.M)
 failures = []
@@ -17,8 +18,10 @@ if len(keys) < 30:
 for section, key in keys:
     if not re.search(rf"^\s+{section}\.{key}\s", text, re.M):
         failures.append(f"--help does not list {section}.{key}")
-OPTIONS = ["--config", "--set", "--init", "--resume", "--dry-run", "eval", "--checkpoint", "--data", "--max-len",
-           "--batch", "--threads", "--device", "--target-last", "--help", "--version"]
+table_options = re.findall(r'\{"([a-z-]+)", (?:required|no)_argument', open(main_c).read())
+if len(table_options) < 20:
+    failures.append(f"found only {len(table_options)} options in {main_c}'s tables")
+OPTIONS = sorted({"--" + o for o in table_options}) + ["train", "eval", "generate", "predict", "--help", "--version"]
 for option in OPTIONS:
     if option not in text:
         failures.append(f"--help does not mention {option}")

@@ -302,6 +302,7 @@ typedef struct {
   cpu_backend *cb;
   const float *params;
   float *grads;            /* NULL: evaluation */
+  float *out;              /* predict_batch: the head's outputs (else NULL) */
   const float *y;          /* the decoder input of the last forward */
   const float *in[RNND_MAX_LAYERS + 1]; /* fp32: the buffer that fed each layer */
 } cpu_run;
@@ -322,6 +323,10 @@ static void run_forward(void *context, const rnnd_batch *v, const rnnd_dropout *
 
 static double run_head(void *context, const rnnd_batch *v, float weight) {
   cpu_run *r = context;
+  if (r->out) {
+    r->cb->head->outputs(r->cb, r->params, r->y, v, r->out);
+    return 0.0;
+  }
   if (weight > 0.0f) return r->cb->head->loss(r->cb, r->params, r->grads, r->y, r->cb->grad_a, v, weight);
   return r->cb->head->loss(r->cb, r->params, NULL, r->y, NULL, v, 0.0f);
 }
@@ -380,6 +385,16 @@ static double cpu_eval_batch(rnnd_backend *be, const float *params, const rnnd_b
   double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, NULL, 0.0f);
   end_batch(cb);
   return nll;
+}
+
+static void cpu_predict_batch(rnnd_backend *be, const float *params, const rnnd_batch *b, float *out) {
+  cpu_backend *cb = (cpu_backend *)be;
+  check_capacity(cb, b);
+  memset(&cb->stats, 0, sizeof cb->stats);
+  weights_to_bf16(cb, params);
+  cpu_run run = {.cb = cb, .params = params, .grads = NULL, .out = out};
+  schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, NULL, 0.0f);
+  end_batch(cb);
 }
 
 static void cpu_last_stats(const rnnd_backend *be, rnnd_head_stats *out) { *out = ((const cpu_backend *)be)->stats; }
@@ -489,6 +504,7 @@ static const rnnd_backend_ops cpu_ops = {
     .last_stats = cpu_last_stats,
     .workspace_growths = NULL, /* sized once for the capacity */
     .describe = cpu_describe,
+    .predict_batch = cpu_predict_batch,
 };
 
 /* Every layer's activations in fp32 (the reference path). */

@@ -13,6 +13,14 @@
 #include "cpu_math.h"
 #include "rnnd/common.h"
 
+/* Row (in the view) of piece i's last step, or -1 if it is not in this
+ * view: where the forward direction's final hidden state is (the backward
+ * direction's is row i of step 0, in a view that starts at 0). */
+static int64_t final_row(const rnnd_batch *v, int i) {
+  int64_t t = (int64_t)v->pieces[i].length - 1 - v->positions[0];
+  return t >= 0 && t < v->n_steps ? v->step_offsets[t] + i : -1;
+}
+
 /* --- the full softmax decoder ---------------------------------------------- */
 
 /* Logits without the bias, which softmax_chunk adds while the row is hot;
@@ -154,6 +162,20 @@ static double softmax_loss(cpu_backend *cb, const float *params, float *grads, c
   return nll;
 }
 
+/* Inference: each piece's next-token log-probabilities after its last step. */
+static void softmax_outputs(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b, float *out) {
+  const rnnd_layout *l = cb->base.layout;
+  const int V = cb->vocab, top = cb->top;
+  for (int i = 0; i < b->n_pieces; i++) {
+    int64_t r = final_row(b, i);
+    if (r < 0) continue;
+    float *row = out + (int64_t)i * V;
+    memcpy(row, params + l->decoder_bias, (size_t)V * sizeof(float));
+    gemm_nt_par(1, V, top, y + r * top, top, params + l->decoder_weight, top, row, V, 1.0f);
+    log_softmax_row(row, V);
+  }
+}
+
 /* Blocks of rows of logits: large enough that each GEMM amortises packing
  * the [vocab x top] weight, at most DECODER_BLOCK_FLOATS. */
 static void allocate_softmax(cpu_backend *cb) {
@@ -266,6 +288,33 @@ static double adaptive_loss(cpu_backend *cb, const float *params, float *grads, 
   return nll;
 }
 
+/* Inference: the full distribution of each piece's next token, as
+ * AdaptiveLogSoftmaxWithLoss.log_prob: the head's log-probabilities over
+ * the shortlist, and for a word of tail cluster c its log-probability
+ * within the cluster plus the head's for the cluster. */
+static void adaptive_outputs(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b, float *out) {
+  const rnnd_layout *l = cb->base.layout;
+  const rnnd_model_shape *s = &l->shape;
+  const int V = cb->vocab, top = cb->top, head = cb->head_size, shortlist = s->cutoffs[0];
+  float *head_row = cb->logits;
+  for (int i = 0; i < b->n_pieces; i++) {
+    int64_t r = final_row(b, i);
+    if (r < 0) continue;
+    const float *yr = y + r * top;
+    float *row = out + (int64_t)i * V;
+    gemm_nt_par(1, head, top, yr, top, params + l->head_weight, top, head_row, head, 0.0f);
+    log_softmax_row(head_row, head);
+    memcpy(row, head_row, (size_t)shortlist * sizeof(float));
+    for (int c = 0; c < s->n_clusters; c++) {
+      const int h = s->tail_hidden[c], lo = s->cutoffs[c], size = s->cutoffs[c + 1] - lo;
+      gemm_nt_par(1, h, top, yr, top, params + l->tail_proj[c], top, cb->tail_p, h, 0.0f);
+      gemm_nt_par(1, size, h, cb->tail_p, h, params + l->tail_out[c], h, row + lo, size, 0.0f);
+      log_softmax_row(row + lo, size);
+      for (int j = 0; j < size; j++) row[lo + j] += head_row[shortlist + c];
+    }
+  }
+}
+
 /* --- forecasting head (model.task = regress) ----------------------------- */
 
 /* prediction = y W^T + b for every row; the loss of a scored row is its
@@ -306,6 +355,19 @@ static double regression_loss(cpu_backend *cb, const float *params, float *grads
   return loss;
 }
 
+/* Inference: each piece's predicted next step (normalised units). */
+static void forecaster_outputs(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b, float *out) {
+  const rnnd_layout *l = cb->base.layout;
+  const int F = cb->n_features, top = cb->top;
+  for (int i = 0; i < b->n_pieces; i++) {
+    int64_t r = final_row(b, i);
+    if (r < 0) continue;
+    float *row = out + (int64_t)i * F;
+    memcpy(row, params + l->decoder_bias, (size_t)F * sizeof(float));
+    gemm_nt(1, F, top, y + r * top, top, params + l->decoder_weight, top, row, F, 1.0f);
+  }
+}
+
 /* --- classifier (model.task = classify) ---------------------------------- */
 
 /* The top layer's output before dropout: what nn.GRU/nn.LSTM return as h_n. */
@@ -313,12 +375,37 @@ static const float *top_output(const cpu_backend *cb) {
   return cb->storage == RNND_DTYPE_F32 ? cb->layer_out[cb->layers - 1] : cb->layer_out[0];
 }
 
-/* Rows (in the view) of piece i's final hidden state, or -1 if it is not
- * in this view: the forward direction's last step, the backward
- * direction's first step (row i of step 0, in a view that starts at 0). */
-static int64_t final_row(const rnnd_batch *v, int i) {
-  int64_t t = (int64_t)v->pieces[i].length - 1 - v->positions[0];
-  return t >= 0 && t < v->n_steps ? v->step_offsets[t] + i : -1;
+/* The final hidden states of the pieces whose final step lies in view v
+ * into cb->features, their places in v into cb->class_pieces; returns
+ * how many. */
+static int gather_final_states(cpu_backend *cb, const rnnd_batch *v) {
+  const int top = cb->top, H = cb->hidden;
+  const float *y = top_output(cb);
+  int n = 0;
+  for (int i = 0; i < v->n_pieces; i++) {
+    int64_t r = final_row(v, i);
+    if (r < 0) continue;
+    float *f = cb->features + (int64_t)n * top;
+    memcpy(f, y + r * top, (size_t)H * sizeof(float));
+    if (cb->directions == 2) memcpy(f + H, y + (int64_t)i * top + H, (size_t)H * sizeof(float));
+    cb->class_pieces[n++] = i;
+  }
+  return n;
+}
+
+/* Inference: each piece's class log-probabilities (y unused: the
+ * classifier reads the final states). */
+static void classifier_outputs(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b, float *out) {
+  (void)y;
+  const rnnd_layout *l = cb->base.layout;
+  const int top = cb->top, C = cb->n_classes;
+  int n = gather_final_states(cb, b);
+  for (int k = 0; k < n; k++) {
+    float *row = out + (int64_t)cb->class_pieces[k] * C;
+    memcpy(row, params + l->classifier_bias, (size_t)C * sizeof(float));
+    gemm_nt(1, C, top, cb->features + (int64_t)k * top, top, params + l->classifier_weight, top, row, C, 1.0f);
+    log_softmax_row(row, C);
+  }
 }
 
 /* Forward (and with grads, backward) of the classifier over the pieces
@@ -330,17 +417,8 @@ static double classifier_loss(cpu_backend *cb, const float *params, float *grads
   (void)decoder_input;
   const rnnd_layout *l = cb->base.layout;
   const int top = cb->top, H = cb->hidden, C = cb->n_classes;
-  const float *y = top_output(cb);
-  int32_t *who = cb->class_pieces; /* the pieces whose final step is here, in order */
-  int n = 0;
-  for (int i = 0; i < v->n_pieces; i++) {
-    int64_t r = final_row(v, i);
-    if (r < 0) continue;
-    float *f = cb->features + (int64_t)n * top;
-    memcpy(f, y + r * top, (size_t)H * sizeof(float));
-    if (cb->directions == 2) memcpy(f + H, y + (int64_t)i * top + H, (size_t)H * sizeof(float));
-    who[n++] = i;
-  }
+  const int32_t *who = cb->class_pieces;
+  int n = gather_final_states(cb, v);
   if (dy) memset(dy, 0, (size_t)(v->n_tokens * top) * sizeof(float));
   if (n == 0) return 0.0;
   float *logits = cb->class_logits;
@@ -398,14 +476,26 @@ static void allocate_classifier(cpu_backend *cb) {
 
 static void allocate_forecaster(cpu_backend *cb) { cb->prediction = cpu_take(cb, cb->rows, cb->n_features, 0); }
 
-static const cpu_head_ops softmax_head = {
-    .name = "softmax", .allocate = allocate_full_softmax, .loss = softmax_loss, .reads_before_dropout = 0};
-static const cpu_head_ops adaptive_head = {
-    .name = "adaptive softmax", .allocate = allocate_adaptive, .loss = adaptive_loss, .reads_before_dropout = 0};
-static const cpu_head_ops classifier_head = {
-    .name = "classifier", .allocate = allocate_classifier, .loss = classifier_loss, .reads_before_dropout = 1};
-static const cpu_head_ops forecaster_head = {
-    .name = "forecaster", .allocate = allocate_forecaster, .loss = regression_loss, .reads_before_dropout = 0};
+static const cpu_head_ops softmax_head = {.name = "softmax",
+                                          .allocate = allocate_full_softmax,
+                                          .loss = softmax_loss,
+                                          .outputs = softmax_outputs,
+                                          .reads_before_dropout = 0};
+static const cpu_head_ops adaptive_head = {.name = "adaptive softmax",
+                                           .allocate = allocate_adaptive,
+                                           .loss = adaptive_loss,
+                                           .outputs = adaptive_outputs,
+                                           .reads_before_dropout = 0};
+static const cpu_head_ops classifier_head = {.name = "classifier",
+                                             .allocate = allocate_classifier,
+                                             .loss = classifier_loss,
+                                             .outputs = classifier_outputs,
+                                             .reads_before_dropout = 1};
+static const cpu_head_ops forecaster_head = {.name = "forecaster",
+                                             .allocate = allocate_forecaster,
+                                             .loss = regression_loss,
+                                             .outputs = forecaster_outputs,
+                                             .reads_before_dropout = 0};
 
 const cpu_head_ops *cpu_head_for(const rnnd_model_shape *s) {
   if (s->task == RNND_TASK_CLASSIFY) return &classifier_head;

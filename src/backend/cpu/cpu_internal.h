@@ -44,6 +44,10 @@ typedef struct {
    * dL/dy into dy; grads NULL: evaluation (dy unused). */
   double (*loss)(cpu_backend *cb, const float *params, float *grads, const float *y, float *dy, const rnnd_batch *b,
                  float weight);
+  /* Inference (predict_batch): for each piece of view b whose last step
+   * lies in it, its output row (rnnd_output_width floats) into row i of
+   * out, i the piece's place in b. */
+  void (*outputs)(cpu_backend *cb, const float *params, const float *y, const rnnd_batch *b, float *out);
   /* 1: the head reads the top layer before the dropout above it (the
    * classifier reads the final states, what nn.GRU returns as h_n). */
   int reads_before_dropout;

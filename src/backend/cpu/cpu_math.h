@@ -111,4 +111,14 @@ static inline double softmax_row(float *row, int vocab, int target, float *sum_o
   return (double)logf(sum) + (double)max - (double)target_logit;
 }
 
+/* Turns one row of logits into log-probabilities in place (log-softmax),
+ * with libm's exp and log: inference reads them as they are. */
+static inline void log_softmax_row(float *row, int n) {
+  float max = row_max(row, n);
+  double sum = 0.0;
+  for (int j = 0; j < n; j++) sum += exp((double)row[j] - (double)max);
+  const float shift = (float)((double)max + log(sum));
+  for (int j = 0; j < n; j++) row[j] -= shift;
+}
+
 #endif

@@ -188,6 +188,7 @@ static const rnnd_backend_ops cuda_ops = {
     .last_stats = cuda_last_stats,
     .workspace_growths = cuda_workspace_growths,
     .describe = NULL, /* cuDNN and cuBLAS: the device line names the GPU */
+    .predict_batch = NULL, /* inference (one sequence at a time) runs on the CPU backend */
 };
 
 /* --- creation ------------------------------------------------------------- */
