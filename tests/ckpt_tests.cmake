@@ -4,7 +4,7 @@
 add_test(NAME checkpoint_resume
          COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/ckpt/resume_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
                  --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_WORK}/bible --work ${RNND_WORK}/resume_e2e
-                 --plot ${PROJECT_SOURCE_DIR}/bench/plot_metrics.py --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py)
+                 --plot ${PROJECT_SOURCE_DIR}/src/tools/rnn_plot.py --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py)
 set_tests_properties(checkpoint_resume PROPERTIES FIXTURES_REQUIRED bible LABELS "ckpt;mpi;train" PROCESSORS 2
                      TIMEOUT 900)
 

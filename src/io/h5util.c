@@ -223,36 +223,44 @@ hid_t h5_string_memory_type(hid_t stored, const char *path, const char *what, si
   return mem;
 }
 
-/* Frees what HDF5 allocated for the variable-length strings in words. */
-static void release_strings(hid_t mem, hid_t dset, char **words, const char *path, const char *name) {
+/* Frees what HDF5 allocated for the variable-length strings in words;
+ * returns a negative status if it could not. */
+static herr_t release_strings(hid_t mem, hid_t dset, char **words) {
   hid_t space = H5Dget_space(dset);
-  CHECK_H5(space, path, "cannot read the shape of /%s", name);
+  if (space < 0) return -1;
 #if H5_VERSION_GE(1, 12, 0)
-  CHECK_H5(H5Treclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /%s strings", name);
+  herr_t status = H5Treclaim(mem, space, H5P_DEFAULT, words);
 #else
-  CHECK_H5(H5Dvlen_reclaim(mem, space, H5P_DEFAULT, words), path, "cannot release /%s strings", name);
+  herr_t status = H5Dvlen_reclaim(mem, space, H5P_DEFAULT, words);
 #endif
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /%s", name);
+  return H5Sclose(space) < 0 ? -1 : status;
 }
 
-static void copy_strings(char **out, hid_t dset, hid_t mem, size_t width, hsize_t n, const char *path,
-                         const char *name) {
+/* The strings as malloc'd copies; allocated only once the read succeeded,
+ * so an error exit leaves nothing behind. */
+static char **copy_strings(hid_t dset, hid_t mem, size_t width, hsize_t n, const char *path, const char *name) {
+  char **out = NULL;
   if (width == 0) {
     char **raw = RNND_ALLOC(char *, n, "strings");
     herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
     if (status < 0) free(raw); /* the error below leaves no buffer behind (found by fuzzing) */
     CHECK_H5(status, path, "cannot read /%s", name);
+    out = RNND_ALLOC(char *, n ? n : 1, "strings");
     for (hsize_t i = 0; i < n; i++) out[i] = rnnd_strdup(raw[i] ? raw[i] : "");
-    release_strings(mem, dset, raw, path, name);
+    status = release_strings(mem, dset, raw);
     free(raw);
+    if (status < 0) h5_free_strings(out, (int64_t)n);
+    CHECK_H5(status, path, "cannot release /%s strings", name);
   } else {
     char *raw = rnnd_calloc(n, width, "strings");
     herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
     if (status < 0) free(raw);
     CHECK_H5(status, path, "cannot read /%s", name);
+    out = RNND_ALLOC(char *, n ? n : 1, "strings");
     for (hsize_t i = 0; i < n; i++) out[i] = rnnd_strdup(raw + i * width);
     free(raw);
   }
+  return out;
 }
 
 char **h5_read_strings(const char *path, hid_t file, const char *name, int64_t count, const char *count_name) {
@@ -266,8 +274,7 @@ char **h5_read_strings(const char *path, hid_t file, const char *name, int64_t c
   snprintf(what, sizeof what, "/%s", name);
   size_t width = 0;
   hid_t mem = h5_string_memory_type(type, path, what, &width);
-  char **strings = RNND_ALLOC(char *, n ? n : 1, "strings");
-  copy_strings(strings, dset, mem, width, n, path, name);
+  char **strings = copy_strings(dset, mem, width, n, path, name);
   CHECK_H5(H5Tclose(mem), path, "cannot close the type of /%s", name);
   CHECK_H5(H5Tclose(type), path, "cannot close the type of /%s", name);
   CHECK_H5(H5Dclose(dset), path, "cannot close /%s", name);
@@ -300,7 +307,9 @@ float *h5_read_floats(const char *path, hid_t file, const char *name, int64_t co
   if (n != (hsize_t)count)
     fail_at(path, "/%s has %llu values but %s is %lld", name, (unsigned long long)n, count_name, (long long)count);
   float *values = RNND_ALLOC(float, n ? n : 1, "float vector");
-  if (n) CHECK_H5(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), path, "cannot read /%s", name);
+  herr_t status = n ? H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) : 0;
+  if (status < 0) free(values); /* an error exit leaves nothing behind */
+  CHECK_H5(status, path, "cannot read /%s", name);
   CHECK_H5(H5Dclose(dset), path, "cannot close /%s", name);
   return values;
 }

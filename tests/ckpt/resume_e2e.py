@@ -21,7 +21,7 @@ step once. Also:
     job with a checkpoint (SIGUSR1: exit 0) that resumes;
   - a checkpoint evaluated by PyTorch (bench/torch_lm.py) gives rnn_dist
     eval's loss within 0.1%;
-  - bench/plot_metrics.py turns the resumed run's metrics into PNGs;
+  - rnn_plot (src/tools/rnn_plot.py) turns the resumed run's metrics into PNGs;
   - a truncated checkpoint, one with a flipped byte (Fletcher32), one of
     another model shape and one of a newer format version: one error line,
     exit 2.
@@ -225,9 +225,9 @@ plots = os.path.join(a.work, "plots")
 r = subprocess.run([sys.executable, a.plot, os.path.join(a.work, "gru_fp16_np2_split"), keep, "--out", plots],
                    capture_output=True, text=True)
 pngs = sorted(f for f in os.listdir(plots) if f.endswith(".png")) if os.path.isdir(plots) else []
-print(f"plot_metrics: exit {r.returncode}, {pngs}")
+print(f"rnn_plot: exit {r.returncode}, {pngs}")
 check(r.returncode == 0 and len(pngs) == 9 and "gates_gru_fp16_np2_split.png" in pngs and all(os.path.getsize(os.path.join(plots, f)) > 5000 for f in pngs),
-      f"plot_metrics: exit {r.returncode}, {pngs}, {r.stderr[-300:]}")
+      f"rnn_plot: exit {r.returncode}, {pngs}, {r.stderr[-300:]}")
 
 # Bad checkpoints: one line, exit 2.
 good = os.path.join(keep, "ckpt_step00000016.h5")

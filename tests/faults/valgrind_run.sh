@@ -5,7 +5,9 @@
 # checkpoint, model file, metrics), of `rnn_dist eval` on its model, and of
 # 2-step runs of the other tasks and modes (streams with segments, a
 # classifier on labelled lines, a forecaster on CSV series made from them,
-# with their rnn_prep runs): no errors and no definite leaks, with
+# with their rnn_prep runs), and of `rnn_dist generate` and `predict` on
+# those models (a prompt, --stdin, top-k, --vocab-from, a labelled file, a
+# CSV and --stdin series): no errors and no definite leaks, with
 # Open MPI's suppressions and tests/faults/valgrind.supp (third-party code
 # only). Skips (77) without valgrind.
 set -uo pipefail
@@ -56,4 +58,17 @@ memcheck prep_csv "$work/prep_csv.log" "$prep" --csv --train "$work/train.csv" -
   --test "$work/test.csv" --out "$work/series"
 memcheck regress "$work/regress.log" "$bin" --set data.dir="$work/series" "${small[@]}" --set model.task=regress \
   --set data.max_len=20 --set data.target_last=5 --set output.dir="$work/regress"
+# Inference on those models (docs/running.md, "Using a trained model").
+memcheck generate "$work/generate.log" "$bin" generate --checkpoint "$work/run/model.h5" --prompt "the lord said" \
+  --tokens 8 --top-k 5 --threads 1
+printf 'in the beginning\nand god said\n' > "$work/prompts.txt"
+memcheck generate_stdin "$work/generate_stdin.log" "$bin" generate --checkpoint "$work/run/model.h5" --stdin \
+  --tokens 5 --temperature 0 --vocab-from "$data/train.h5" --threads 1 < "$work/prompts.txt"
+memcheck predict_classify "$work/predict_classify.log" "$bin" predict --checkpoint "$work/classify/model.h5" \
+  --input "$work/test.labels.txt" --threads 1
+memcheck predict_forecast "$work/predict_forecast.log" "$bin" predict --checkpoint "$work/regress/model.h5" \
+  --input "$work/test.csv" --horizon 3 --threads 1
+echo "1,2;3,4;5,6" > "$work/series.txt"
+memcheck predict_stdin "$work/predict_stdin.log" "$bin" predict --checkpoint "$work/regress/model.h5" --stdin \
+  --horizon 2 --threads 1 < "$work/series.txt"
 exit "$status"

@@ -36,6 +36,13 @@ static inline void gemm_nt(int m, int n, int k, const float *a, int lda, const f
   gemm_raw(CblasNoTrans, CblasTrans, m, n, k, a, lda, b, ldb, c, ldc, beta);
 }
 
+/* One row: c[N] (+)= a[K] * B[N,K]^T, as gemm_nt with M = 1 but without
+ * packing B (sgemm packs its whole B operand on every call: for the
+ * decoder of one inference row that copy is most of the time). */
+static inline void gemv_nt(int n, int k, const float *a, const float *b, int ldb, float *c, float beta) {
+  if (n > 0) cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, a, 1, beta, c, 1);
+}
+
 /* C[M,N] (+)= A[M,K] * B[K,N] */
 static inline void gemm_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *c,
                            int ldc, float beta) {

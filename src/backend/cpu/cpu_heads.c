@@ -171,7 +171,7 @@ static void softmax_outputs(cpu_backend *cb, const float *params, const float *y
     if (r < 0) continue;
     float *row = out + (int64_t)i * V;
     memcpy(row, params + l->decoder_bias, (size_t)V * sizeof(float));
-    gemm_nt_par(1, V, top, y + r * top, top, params + l->decoder_weight, top, row, V, 1.0f);
+    gemv_nt(V, top, y + r * top, params + l->decoder_weight, top, row, 1.0f);
     log_softmax_row(row, V);
   }
 }
@@ -302,13 +302,13 @@ static void adaptive_outputs(cpu_backend *cb, const float *params, const float *
     if (r < 0) continue;
     const float *yr = y + r * top;
     float *row = out + (int64_t)i * V;
-    gemm_nt_par(1, head, top, yr, top, params + l->head_weight, top, head_row, head, 0.0f);
+    gemv_nt(head, top, yr, params + l->head_weight, top, head_row, 0.0f);
     log_softmax_row(head_row, head);
     memcpy(row, head_row, (size_t)shortlist * sizeof(float));
     for (int c = 0; c < s->n_clusters; c++) {
       const int h = s->tail_hidden[c], lo = s->cutoffs[c], size = s->cutoffs[c + 1] - lo;
-      gemm_nt_par(1, h, top, yr, top, params + l->tail_proj[c], top, cb->tail_p, h, 0.0f);
-      gemm_nt_par(1, size, h, cb->tail_p, h, params + l->tail_out[c], h, row + lo, size, 0.0f);
+      gemv_nt(h, top, yr, params + l->tail_proj[c], top, cb->tail_p, 0.0f);
+      gemv_nt(size, h, cb->tail_p, params + l->tail_out[c], h, row + lo, 0.0f);
       log_softmax_row(row + lo, size);
       for (int j = 0; j < size; j++) row[lo + j] += head_row[shortlist + c];
     }
@@ -364,7 +364,7 @@ static void forecaster_outputs(cpu_backend *cb, const float *params, const float
     if (r < 0) continue;
     float *row = out + (int64_t)i * F;
     memcpy(row, params + l->decoder_bias, (size_t)F * sizeof(float));
-    gemm_nt(1, F, top, y + r * top, top, params + l->decoder_weight, top, row, F, 1.0f);
+    gemv_nt(F, top, y + r * top, params + l->decoder_weight, top, row, 1.0f);
   }
 }
 
@@ -403,7 +403,7 @@ static void classifier_outputs(cpu_backend *cb, const float *params, const float
   for (int k = 0; k < n; k++) {
     float *row = out + (int64_t)cb->class_pieces[k] * C;
     memcpy(row, params + l->classifier_bias, (size_t)C * sizeof(float));
-    gemm_nt(1, C, top, cb->features + (int64_t)k * top, top, params + l->classifier_weight, top, row, C, 1.0f);
+    gemv_nt(C, top, cb->features + (int64_t)k * top, params + l->classifier_weight, top, row, 1.0f);
     log_softmax_row(row, C);
   }
 }

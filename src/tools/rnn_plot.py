@@ -1,7 +1,12 @@
-#!/usr/bin/env python3
-"""Plot rnn_dist metrics files (OUTPUT/metrics.h5) as PNGs.
+#!/usr/bin/python3
+"""rnn_plot — plot rnn_dist metrics files (OUTPUT/metrics.h5) as PNGs.
 
-  plot_metrics.py RUN_DIR_OR_METRICS.h5 [MORE ...] --out DIR
+  rnn_plot RUN_DIR_OR_METRICS.h5 [MORE ...] --out DIR
+
+(the build puts it beside rnn_dist: build/rnn_plot; the source is
+src/tools/rnn_plot.py). It runs on Debian's python3, where
+launch/install_deps.sh installs h5py and matplotlib; with another Python,
+run it as `python rnn_plot ...`.
 
 One PNG per quantity, every run on the same axes (labelled by its
 directory), so scaling studies and precision comparisons read at a glance:
