@@ -155,6 +155,8 @@ rnnd_cli_error(set_wrong_section [=[--set data\.hidden=5: unknown key 'data\.hid
   ${RD} --set data.hidden=5)
 rnnd_cli_error(set_malformed [=[--set lr: expected section\.key=value$]=] ${RD} --set lr)
 rnnd_cli_error(unknown_option [=[unknown option '--frobnicate' \(see rnn_dist --help\)$]=] ${RD} --frobnicate)
+rnnd_cli_error(config_equals_value [=[unknown_key\.ini:3: unknown key 'model\.hiden']=]
+  ${RD} --config=${RNND_CONFIGS}/unknown_key.ini --set=train.steps=1)
 rnnd_cli_error(unknown_verb [=[unknown verb 'trian': train, eval, generate or predict]=] ${RD} trian --config x.ini)
 rnnd_cli_error(stray_argument [=[unexpected argument 'extra' \(see rnn_dist --help\)$]=] ${RD} eval --checkpoint m.h5 --data d.h5 extra)
 rnnd_cli_error(missing_value [=[--config: missing value]=] ${RD} --config)

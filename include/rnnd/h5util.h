@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rnnd/common.h"
+
 /* Silences HDF5's automatic error stack (call before any HDF5 use). */
 void h5_quiet(void);
 /* First thing in main, before any other HDF5 call (see h5util.c). */
@@ -24,6 +26,14 @@ void h5_write_int_attr(const char *path, hid_t obj, const char *name, int64_t va
 void h5_write_string_attr(const char *path, hid_t obj, const char *name, const char *value);
 void h5_write_double_attr(const char *path, hid_t obj, const char *name, double value);
 double h5_read_double_attr(const char *path, hid_t obj, const char *obj_name, const char *name);
+
+/* Bad input in a file: "PATH: WHAT" (rnnd_input_error, exit 2). */
+RNND_NORETURN RNND_PRINTF(2, 3) void h5_fail_at(const char *path, const char *fmt, ...);
+/* ... when an HDF5 call returned a negative status. */
+#define H5_CHECK_AT(status, path, ...)                \
+  do {                                                \
+    if ((status) < 0) h5_fail_at((path), __VA_ARGS__); \
+  } while (0)
 
 /* 1-D datasets of a file (or group) `loc`, every problem one line naming
  * the file and /NAME (exit 2). h5_open_vector opens /NAME, checks that it

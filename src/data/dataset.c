@@ -20,45 +20,29 @@
 #define SERIES_FORMAT_NAME "rnn_dist-series"
 #define FORMAT_VERSION 1
 
-/* Fails with "PATH: WHAT" when an HDF5 call returned a negative status. */
-#define CHECK_H5(status, path, ...)                \
-  do {                                             \
-    if ((status) < 0) fail_at((path), __VA_ARGS__); \
-  } while (0)
-
-RNND_NORETURN RNND_PRINTF(2, 3) static void fail_at(const char *path, const char *fmt, ...);
-
-static void fail_at(const char *path, const char *fmt, ...) {
-  char what[1024];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(what, sizeof what, fmt, args);
-  va_end(args);
-  rnnd_input_error("%s: %s", path, what);
-}
 
 /* ---- opening ---------------------------------------------------------- */
 
 static hid_t open_file(const char *path) {
   /* HDF5 does not say why an open failed, so ask the OS first. */
   FILE *probe = fopen(path, "rb");
-  if (!probe) fail_at(path, "cannot open (%s)", strerror(errno));
+  if (!probe) h5_fail_at(path, "cannot open (%s)", strerror(errno));
   fclose(probe);
   /* The user gets our one error line, not HDF5's error stack. */
-  CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL), path, "cannot configure HDF5 error reporting");
+  H5_CHECK_AT(H5Eset_auto2(H5E_DEFAULT, NULL, NULL), path, "cannot configure HDF5 error reporting");
 #if H5_VERSION_GE(1, 12, 0)
   htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT);
 #else
   htri_t is_hdf5 = H5Fis_hdf5(path);
 #endif
-  if (is_hdf5 <= 0) fail_at(path, "not an HDF5 file");
+  if (is_hdf5 <= 0) h5_fail_at(path, "not an HDF5 file");
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
     /* HDF5's signature is there but the file does not open: most often it
      * ends before the end HDF5 recorded (a copy cut short, a full disk) */
     struct stat st;
     long long bytes = stat(path, &st) == 0 ? (long long)st.st_size : -1;
-    fail_at(path, "cannot open as HDF5 file (%lld bytes: truncated or damaged?)", bytes);
+    h5_fail_at(path, "cannot open as HDF5 file (%lld bytes: truncated or damaged?)", bytes);
   }
   return file;
 }
@@ -67,33 +51,33 @@ static hid_t open_file(const char *path) {
 
 static hid_t open_attribute(hid_t file, const char *path, const char *name) {
   htri_t exists = H5Aexists(file, name);
-  CHECK_H5(exists, path, "cannot look up attribute %s", name);
-  if (!exists) fail_at(path, "missing root attribute %s", name);
+  H5_CHECK_AT(exists, path, "cannot look up attribute %s", name);
+  if (!exists) h5_fail_at(path, "missing root attribute %s", name);
   hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
-  CHECK_H5(attr, path, "cannot open attribute %s", name);
+  H5_CHECK_AT(attr, path, "cannot open attribute %s", name);
   hid_t space = H5Aget_space(attr);
-  CHECK_H5(space, path, "cannot read the shape of attribute %s", name);
+  H5_CHECK_AT(space, path, "cannot read the shape of attribute %s", name);
   hssize_t n = H5Sget_simple_extent_npoints(space);
-  CHECK_H5(n, path, "cannot read the shape of attribute %s", name);
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of attribute %s", name);
-  if (n != 1) fail_at(path, "attribute %s must be a single value", name);
+  H5_CHECK_AT(n, path, "cannot read the shape of attribute %s", name);
+  H5_CHECK_AT(H5Sclose(space), path, "cannot close the shape of attribute %s", name);
+  if (n != 1) h5_fail_at(path, "attribute %s must be a single value", name);
   return attr;
 }
 
 static int32_t read_int_attribute(hid_t file, const char *path, const char *name) {
   hid_t attr = open_attribute(file, path, name);
   hid_t type = H5Aget_type(attr);
-  CHECK_H5(type, path, "cannot read the type of attribute %s", name);
+  H5_CHECK_AT(type, path, "cannot read the type of attribute %s", name);
   H5T_class_t cls = H5Tget_class(type);
-  CHECK_H5(cls, path, "cannot read the type of attribute %s", name);
-  CHECK_H5(H5Tclose(type), path, "cannot close the type of attribute %s", name);
-  if (cls != H5T_INTEGER) fail_at(path, "attribute %s must be an integer", name);
+  H5_CHECK_AT(cls, path, "cannot read the type of attribute %s", name);
+  H5_CHECK_AT(H5Tclose(type), path, "cannot close the type of attribute %s", name);
+  if (cls != H5T_INTEGER) h5_fail_at(path, "attribute %s must be an integer", name);
   /* Read wide so that an out-of-range value is reported, not clamped. */
   long long value = 0;
-  CHECK_H5(H5Aread(attr, H5T_NATIVE_LLONG, &value), path, "cannot read attribute %s", name);
-  CHECK_H5(H5Aclose(attr), path, "cannot close attribute %s", name);
+  H5_CHECK_AT(H5Aread(attr, H5T_NATIVE_LLONG, &value), path, "cannot read attribute %s", name);
+  H5_CHECK_AT(H5Aclose(attr), path, "cannot close attribute %s", name);
   if (value < INT32_MIN || value > INT32_MAX)
-    fail_at(path, "attribute %s = %lld does not fit in 32 bits", name, value);
+    h5_fail_at(path, "attribute %s = %lld does not fit in 32 bits", name, value);
   return (int32_t)value;
 }
 
@@ -104,26 +88,26 @@ static void read_string_attribute(hid_t file, const char *path, const char *name
   snprintf(what, sizeof what, "attribute %s", name);
   hid_t attr = open_attribute(file, path, name);
   hid_t type = H5Aget_type(attr);
-  CHECK_H5(type, path, "cannot read the type of %s", what);
+  H5_CHECK_AT(type, path, "cannot read the type of %s", what);
   H5T_class_t cls = H5Tget_class(type);
-  CHECK_H5(cls, path, "cannot read the type of %s", what);
-  if (cls != H5T_STRING) fail_at(path, "%s must be a string", what);
+  H5_CHECK_AT(cls, path, "cannot read the type of %s", what);
+  if (cls != H5T_STRING) h5_fail_at(path, "%s must be a string", what);
   size_t width = 0;
   hid_t mem = h5_string_memory_type(type, path, what, &width);
   if (width == 0) {
     char *value = NULL;
-    CHECK_H5(H5Aread(attr, mem, &value), path, "cannot read %s", what);
+    H5_CHECK_AT(H5Aread(attr, mem, &value), path, "cannot read %s", what);
     snprintf(buf, size, "%s", value ? value : "");
-    CHECK_H5(H5free_memory(value), path, "cannot release %s", what);
+    H5_CHECK_AT(H5free_memory(value), path, "cannot release %s", what);
   } else {
     char *value = rnnd_calloc(width, 1, "string attribute");
-    CHECK_H5(H5Aread(attr, mem, value), path, "cannot read %s", what);
+    H5_CHECK_AT(H5Aread(attr, mem, value), path, "cannot read %s", what);
     snprintf(buf, size, "%s", value);
     free(value);
   }
-  CHECK_H5(H5Tclose(mem), path, "cannot close the type of %s", what);
-  CHECK_H5(H5Tclose(type), path, "cannot close the type of %s", what);
-  CHECK_H5(H5Aclose(attr), path, "cannot close %s", what);
+  H5_CHECK_AT(H5Tclose(mem), path, "cannot close the type of %s", what);
+  H5_CHECK_AT(H5Tclose(type), path, "cannot close the type of %s", what);
+  H5_CHECK_AT(H5Aclose(attr), path, "cannot close %s", what);
 }
 
 /* Returns 1 for a time-series file, 0 for a token data set. */
@@ -132,13 +116,13 @@ static int check_format(hid_t file, const char *path) {
   read_string_attribute(file, path, "format", name, sizeof name);
   int series = strcmp(name, SERIES_FORMAT_NAME) == 0;
   if (!series && strcmp(name, FORMAT_NAME) != 0)
-    fail_at(path, "attribute format is \"%s\", expected \"%s\" or \"%s\"", name, FORMAT_NAME,
+    h5_fail_at(path, "attribute format is \"%s\", expected \"%s\" or \"%s\"", name, FORMAT_NAME,
             SERIES_FORMAT_NAME);
   int32_t version = read_int_attribute(file, path, "format_version");
   if (version > FORMAT_VERSION)
-    fail_at(path, "format_version %d is newer than this program supports (%d)", (int)version,
+    h5_fail_at(path, "format_version %d is newer than this program supports (%d)", (int)version,
             FORMAT_VERSION);
-  if (version < 1) fail_at(path, "format_version %d is invalid (must be 1)", (int)version);
+  if (version < 1) h5_fail_at(path, "format_version %d is invalid (must be 1)", (int)version);
   return series;
 }
 
@@ -147,11 +131,11 @@ static void read_header(rnnd_dataset *ds, hid_t file) {
   ds->vocab_size = read_int_attribute(file, path, "vocab_size");
   ds->eos_id = read_int_attribute(file, path, "eos_id");
   ds->unk_id = read_int_attribute(file, path, "unk_id");
-  if (ds->vocab_size <= 0) fail_at(path, "vocab_size %d must be positive", (int)ds->vocab_size);
+  if (ds->vocab_size <= 0) h5_fail_at(path, "vocab_size %d must be positive", (int)ds->vocab_size);
   if (ds->eos_id < 0 || ds->eos_id >= ds->vocab_size)
-    fail_at(path, "eos_id %d is outside [0, vocab_size %d)", (int)ds->eos_id, (int)ds->vocab_size);
+    h5_fail_at(path, "eos_id %d is outside [0, vocab_size %d)", (int)ds->eos_id, (int)ds->vocab_size);
   if (ds->unk_id < 0 || ds->unk_id >= ds->vocab_size)
-    fail_at(path, "unk_id %d is outside [0, vocab_size %d)", (int)ds->unk_id, (int)ds->vocab_size);
+    h5_fail_at(path, "unk_id %d is outside [0, vocab_size %d)", (int)ds->unk_id, (int)ds->vocab_size);
 }
 
 /* ---- arrays ----------------------------------------------------------- */
@@ -159,12 +143,12 @@ static void read_header(rnnd_dataset *ds, hid_t file) {
 static void read_offsets(rnnd_dataset *ds, hid_t file) {
   hsize_t n = 0;
   hid_t dset = h5_open_vector(file, ds->path, "offsets", H5T_INTEGER, "integers", &n);
-  if (n == 0) fail_at(ds->path, "/offsets is empty (it needs n_sequences + 1 entries)");
+  if (n == 0) h5_fail_at(ds->path, "/offsets is empty (it needs n_sequences + 1 entries)");
   ds->n_sequences = (int64_t)n - 1;
   ds->offsets = RNND_ALLOC(int64_t, n, "data-set offsets");
-  CHECK_H5(H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->offsets), ds->path,
+  H5_CHECK_AT(H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->offsets), ds->path,
           "cannot read /offsets");
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /offsets");
+  H5_CHECK_AT(H5Dclose(dset), ds->path, "cannot close /offsets");
 }
 
 /* on_disk: leave them in the file when token_store reads its layout. */
@@ -173,16 +157,16 @@ static void read_tokens(rnnd_dataset *ds, hid_t file, int on_disk) {
   hid_t dset = h5_open_vector(file, ds->path, "tokens", H5T_INTEGER, "integers", &n);
   ds->n_tokens = (int64_t)n;
   if (on_disk && (ds->store = token_store_open(ds->path, dset, ds->n_tokens, ds->vocab_size))) {
-    CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
+    H5_CHECK_AT(H5Dclose(dset), ds->path, "cannot close /tokens");
     return;
   }
   ds->tokens = RNND_ALLOC(int32_t, n, "data-set tokens");
   /* NATIVE_INT32 as memory type: HDF5 converts whatever integer type is stored
    * (values beyond 32 bits clamp and then fail the range check below). */
   if (n > 0)
-    CHECK_H5(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->tokens), ds->path,
+    H5_CHECK_AT(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->tokens), ds->path,
             "cannot read /tokens");
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /tokens");
+  H5_CHECK_AT(H5Dclose(dset), ds->path, "cannot close /tokens");
 }
 
 /* Classification sets: /labels (one per sequence) and the n_classes
@@ -191,40 +175,40 @@ static void read_labels(rnnd_dataset *ds, hid_t file) {
   if (H5Lexists(file, "labels", H5P_DEFAULT) <= 0) return;
   hsize_t n = 0, names = 0;
   ds->n_classes = read_int_attribute(file, ds->path, "n_classes");
-  if (ds->n_classes <= 0) fail_at(ds->path, "n_classes %d must be positive", (int)ds->n_classes);
+  if (ds->n_classes <= 0) h5_fail_at(ds->path, "n_classes %d must be positive", (int)ds->n_classes);
   hid_t dset = h5_open_vector(file, ds->path, "labels", H5T_INTEGER, "integers", &n);
   if ((int64_t)n != ds->n_sequences)
-    fail_at(ds->path, "/labels has %llu entries but there are %lld sequences", (unsigned long long)n,
+    h5_fail_at(ds->path, "/labels has %llu entries but there are %lld sequences", (unsigned long long)n,
             (long long)ds->n_sequences);
   ds->labels = RNND_ALLOC(int32_t, n, "data-set labels");
   if (n > 0)
-    CHECK_H5(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->labels), ds->path,
+    H5_CHECK_AT(H5Dread(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->labels), ds->path,
             "cannot read /labels");
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /labels");
+  H5_CHECK_AT(H5Dclose(dset), ds->path, "cannot close /labels");
   for (hsize_t i = 0; i < n; i++)
     if (ds->labels[i] < 0 || ds->labels[i] >= ds->n_classes)
-      fail_at(ds->path, "/labels[%llu] = %d is outside [0, n_classes %d)", (unsigned long long)i, (int)ds->labels[i],
+      h5_fail_at(ds->path, "/labels[%llu] = %d is outside [0, n_classes %d)", (unsigned long long)i, (int)ds->labels[i],
               (int)ds->n_classes);
   dset = h5_open_vector(file, ds->path, "label_names", H5T_STRING, "strings", &names);
-  CHECK_H5(H5Dclose(dset), ds->path, "cannot close /label_names");
+  H5_CHECK_AT(H5Dclose(dset), ds->path, "cannot close /label_names");
   if ((int64_t)names != ds->n_classes)
-    fail_at(ds->path, "/label_names has %llu entries but n_classes is %d", (unsigned long long)names,
+    h5_fail_at(ds->path, "/label_names has %llu entries but n_classes is %d", (unsigned long long)names,
             (int)ds->n_classes);
 }
 
 static void validate_offsets(const rnnd_dataset *ds) {
   const int64_t *off = ds->offsets;
-  if (ds->n_sequences == 0) fail_at(ds->path, "data set is empty (no sequences)");
-  if (off[0] != 0) fail_at(ds->path, "/offsets[0] must be 0 (it is %lld)", (long long)off[0]);
+  if (ds->n_sequences == 0) h5_fail_at(ds->path, "data set is empty (no sequences)");
+  if (off[0] != 0) h5_fail_at(ds->path, "/offsets[0] must be 0 (it is %lld)", (long long)off[0]);
   for (int64_t i = 1; i <= ds->n_sequences; i++) {
     if (off[i] <= off[i - 1])
-      fail_at(ds->path,
+      h5_fail_at(ds->path,
               "/offsets[%lld] = %lld is not greater than /offsets[%lld] = %lld "
               "(sequences must be non-empty and offsets increasing)",
               (long long)i, (long long)off[i], (long long)(i - 1), (long long)off[i - 1]);
   }
   if (off[ds->n_sequences] != ds->n_tokens)
-    fail_at(ds->path, "last offset %lld != number of tokens %lld",
+    h5_fail_at(ds->path, "last offset %lld != number of tokens %lld",
             (long long)off[ds->n_sequences], (long long)ds->n_tokens);
 }
 
@@ -232,9 +216,9 @@ static void validate_tokens(const rnnd_dataset *ds) {
   for (int64_t i = 0; i < ds->n_tokens; i++) {
     int32_t t = ds->tokens[i];
     if (t < 0)
-      fail_at(ds->path, "/tokens[%lld] = %d is a negative token id", (long long)i, (int)t);
+      h5_fail_at(ds->path, "/tokens[%lld] = %d is a negative token id", (long long)i, (int)t);
     if (t >= ds->vocab_size)
-      fail_at(ds->path, "/tokens[%lld] = %d is outside the vocabulary (vocab_size %d)",
+      h5_fail_at(ds->path, "/tokens[%lld] = %d is outside the vocabulary (vocab_size %d)",
               (long long)i, (int)t, (int)ds->vocab_size);
   }
 }
@@ -244,26 +228,26 @@ static void validate_tokens(const rnnd_dataset *ds) {
 /* /values [n_steps, n_features] float: the shape and every value checked. */
 static void read_values(rnnd_dataset *ds, hid_t file) {
   const char *path = ds->path;
-  if (H5Lexists(file, "values", H5P_DEFAULT) <= 0) fail_at(path, "missing dataset /values");
+  if (H5Lexists(file, "values", H5P_DEFAULT) <= 0) h5_fail_at(path, "missing dataset /values");
   hid_t dset = H5Dopen2(file, "values", H5P_DEFAULT);
-  CHECK_H5(dset, path, "/values is not a dataset");
+  H5_CHECK_AT(dset, path, "/values is not a dataset");
   hid_t space = H5Dget_space(dset);
-  CHECK_H5(space, path, "cannot read the shape of /values");
+  H5_CHECK_AT(space, path, "cannot read the shape of /values");
   hsize_t dims[2] = {0, 0};
-  if (H5Sget_simple_extent_ndims(space) != 2) fail_at(path, "/values must be 2-D [steps, features]");
-  CHECK_H5(H5Sget_simple_extent_dims(space, dims, NULL), path, "cannot read the shape of /values");
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /values");
+  if (H5Sget_simple_extent_ndims(space) != 2) h5_fail_at(path, "/values must be 2-D [steps, features]");
+  H5_CHECK_AT(H5Sget_simple_extent_dims(space, dims, NULL), path, "cannot read the shape of /values");
+  H5_CHECK_AT(H5Sclose(space), path, "cannot close the shape of /values");
   if ((int64_t)dims[1] != ds->n_features)
-    fail_at(path, "/values has %llu columns but n_features is %d", (unsigned long long)dims[1], (int)ds->n_features);
+    h5_fail_at(path, "/values has %llu columns but n_features is %d", (unsigned long long)dims[1], (int)ds->n_features);
   h5_check_plausible_length(dset, path, "values", dims[0] * dims[1]);
   ds->n_steps = (int64_t)dims[0];
   ds->values = RNND_ALLOC(float, dims[0] * dims[1], "series values");
   if (dims[0] > 0)
-    CHECK_H5(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->values), path, "cannot read /values");
-  CHECK_H5(H5Dclose(dset), path, "cannot close /values");
+    H5_CHECK_AT(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->values), path, "cannot read /values");
+  H5_CHECK_AT(H5Dclose(dset), path, "cannot close /values");
   for (int64_t i = 0; i < ds->n_steps * ds->n_features; i++)
     if (!isfinite(ds->values[i]))
-      fail_at(path, "/values[%lld, %lld] is not a finite number", (long long)(i / ds->n_features),
+      h5_fail_at(path, "/values[%lld, %lld] is not a finite number", (long long)(i / ds->n_features),
               (long long)(i % ds->n_features));
 }
 
@@ -271,11 +255,11 @@ static void read_values(rnnd_dataset *ds, hid_t file) {
 static void make_pairs(rnnd_dataset *ds) {
   const int64_t *so = ds->series_offsets;
   if (so[0] != 0 || so[ds->n_sequences] != ds->n_steps)
-    fail_at(ds->path, "/offsets must run from 0 to the %lld rows of /values", (long long)ds->n_steps);
+    h5_fail_at(ds->path, "/offsets must run from 0 to the %lld rows of /values", (long long)ds->n_steps);
   ds->offsets = RNND_ALLOC(int64_t, ds->n_sequences + 1, "pair offsets");
   for (int64_t i = 0; i < ds->n_sequences; i++) {
     if (so[i + 1] - so[i] < 2)
-      fail_at(ds->path, "series %lld has %lld rows; forecasting needs at least 2", (long long)i,
+      h5_fail_at(ds->path, "series %lld has %lld rows; forecasting needs at least 2", (long long)i,
               (long long)(so[i + 1] - so[i]));
     ds->offsets[i + 1] = ds->offsets[i] + so[i + 1] - so[i] - 1;
   }
@@ -288,19 +272,19 @@ static void make_pairs(rnnd_dataset *ds) {
 static void load_series(rnnd_dataset *ds, hid_t file) {
   ds->n_features = read_int_attribute(file, ds->path, "n_features");
   if (ds->n_features <= 0 || ds->n_features > (1 << 20))
-    fail_at(ds->path, "n_features %d is out of range", (int)ds->n_features);
+    h5_fail_at(ds->path, "n_features %d is out of range", (int)ds->n_features);
   read_values(ds, file);
   read_offsets(ds, file);
   ds->series_offsets = ds->offsets;
   for (int64_t i = 0; i < ds->n_sequences; i++)
     if (ds->series_offsets[i + 1] < ds->series_offsets[i])
-      fail_at(ds->path, "/offsets[%lld] is smaller than /offsets[%lld]", (long long)i + 1, (long long)i);
+      h5_fail_at(ds->path, "/offsets[%lld] is smaller than /offsets[%lld]", (long long)i + 1, (long long)i);
   make_pairs(ds);
   ds->mean = h5_read_floats(ds->path, file, "mean", ds->n_features, "n_features");
   ds->std = h5_read_floats(ds->path, file, "std", ds->n_features, "n_features");
   for (int32_t f = 0; f < ds->n_features; f++)
     if (!(ds->std[f] > 0.0f) || !isfinite(ds->mean[f]) || !isfinite(ds->std[f]))
-      fail_at(ds->path, "/std[%d] = %g must be positive and /mean[%d] finite", (int)f, ds->std[f], (int)f);
+      h5_fail_at(ds->path, "/std[%d] = %g must be positive and /mean[%d] finite", (int)f, ds->std[f], (int)f);
 }
 
 static void load(rnnd_dataset *ds, const char *path, int load_vocab, int on_disk) {
@@ -310,7 +294,7 @@ static void load(rnnd_dataset *ds, const char *path, int load_vocab, int on_disk
   hid_t file = open_file(path);
   if (check_format(file, path)) {
     load_series(ds, file);
-    CHECK_H5(H5Fclose(file), path, "cannot close file");
+    H5_CHECK_AT(H5Fclose(file), path, "cannot close file");
     rnnd_reading_end();
     return;
   }
@@ -321,7 +305,7 @@ static void load(rnnd_dataset *ds, const char *path, int load_vocab, int on_disk
   if (ds->tokens) validate_tokens(ds); /* on disk: as each chunk is read */
   read_labels(ds, file);
   if (load_vocab) ds->vocab = h5_read_strings(path, file, "vocab", ds->vocab_size, "vocab_size");
-  CHECK_H5(H5Fclose(file), path, "cannot close file");
+  H5_CHECK_AT(H5Fclose(file), path, "cannot close file");
   rnnd_reading_end();
 }
 

@@ -145,9 +145,7 @@ double h5_read_double_attr(const char *path, hid_t obj, const char *obj_name, co
 
 /* ---- 1-D datasets, checked as dataset_load checks them ----------------- */
 
-RNND_NORETURN RNND_PRINTF(2, 3) static void fail_at(const char *path, const char *fmt, ...);
-
-static void fail_at(const char *path, const char *fmt, ...) {
+void h5_fail_at(const char *path, const char *fmt, ...) {
   char what[1024];
   va_list args;
   va_start(args, fmt);
@@ -155,11 +153,6 @@ static void fail_at(const char *path, const char *fmt, ...) {
   va_end(args);
   rnnd_input_error("%s: %s", path, what);
 }
-
-#define CHECK_H5(status, path, ...)                \
-  do {                                             \
-    if ((status) < 0) fail_at((path), __VA_ARGS__); \
-  } while (0)
 
 static const char *class_name(H5T_class_t cls) {
   switch (cls) {
@@ -179,47 +172,47 @@ static const char *class_name(H5T_class_t cls) {
 void h5_check_plausible_length(hid_t dset, const char *path, const char *name, hsize_t length) {
   hsize_t stored = H5Dget_storage_size(dset);
   if ((double)length > MAX_COMPRESSION * ((double)stored + 4096.0))
-    fail_at(path, "/%s claims %llu elements but the file stores %llu bytes of it (corrupt file?)", name,
+    h5_fail_at(path, "/%s claims %llu elements but the file stores %llu bytes of it (corrupt file?)", name,
             (unsigned long long)length, (unsigned long long)stored);
 }
 
 hid_t h5_open_vector(hid_t file, const char *path, const char *name, H5T_class_t want, const char *want_words,
                      hsize_t *length) {
   htri_t exists = H5Lexists(file, name, H5P_DEFAULT);
-  CHECK_H5(exists, path, "cannot look up dataset /%s", name);
-  if (!exists) fail_at(path, "missing dataset /%s", name);
+  H5_CHECK_AT(exists, path, "cannot look up dataset /%s", name);
+  if (!exists) h5_fail_at(path, "missing dataset /%s", name);
   hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
-  CHECK_H5(dset, path, "/%s is not a dataset", name);
+  H5_CHECK_AT(dset, path, "/%s is not a dataset", name);
   hid_t type = H5Dget_type(dset);
-  CHECK_H5(type, path, "cannot read the type of /%s", name);
+  H5_CHECK_AT(type, path, "cannot read the type of /%s", name);
   H5T_class_t cls = H5Tget_class(type);
-  CHECK_H5(cls, path, "cannot read the type of /%s", name);
-  CHECK_H5(H5Tclose(type), path, "cannot close the type of /%s", name);
-  if (cls != want) fail_at(path, "/%s has %s type, expected %s", name, class_name(cls), want_words);
+  H5_CHECK_AT(cls, path, "cannot read the type of /%s", name);
+  H5_CHECK_AT(H5Tclose(type), path, "cannot close the type of /%s", name);
+  if (cls != want) h5_fail_at(path, "/%s has %s type, expected %s", name, class_name(cls), want_words);
   hid_t space = H5Dget_space(dset);
-  CHECK_H5(space, path, "cannot read the shape of /%s", name);
+  H5_CHECK_AT(space, path, "cannot read the shape of /%s", name);
   int rank = H5Sget_simple_extent_ndims(space);
-  CHECK_H5(rank, path, "cannot read the shape of /%s", name);
-  if (rank != 1) fail_at(path, "/%s has rank %d, expected a 1-D dataset", name, rank);
-  CHECK_H5(H5Sget_simple_extent_dims(space, length, NULL), path, "cannot read the shape of /%s", name);
-  CHECK_H5(H5Sclose(space), path, "cannot close the shape of /%s", name);
+  H5_CHECK_AT(rank, path, "cannot read the shape of /%s", name);
+  if (rank != 1) h5_fail_at(path, "/%s has rank %d, expected a 1-D dataset", name, rank);
+  H5_CHECK_AT(H5Sget_simple_extent_dims(space, length, NULL), path, "cannot read the shape of /%s", name);
+  H5_CHECK_AT(H5Sclose(space), path, "cannot close the shape of /%s", name);
   h5_check_plausible_length(dset, path, name, *length);
   return dset;
 }
 
 hid_t h5_string_memory_type(hid_t stored, const char *path, const char *what, size_t *width) {
   htri_t variable = H5Tis_variable_str(stored);
-  CHECK_H5(variable, path, "cannot read the type of %s", what);
+  H5_CHECK_AT(variable, path, "cannot read the type of %s", what);
   H5T_cset_t cset = H5Tget_cset(stored);
-  CHECK_H5(cset, path, "cannot read the character set of %s", what);
+  H5_CHECK_AT(cset, path, "cannot read the character set of %s", what);
   size_t stored_size = variable ? 0 : H5Tget_size(stored);
-  if (!variable && stored_size == 0) fail_at(path, "cannot read the type of %s", what);
+  if (!variable && stored_size == 0) h5_fail_at(path, "cannot read the type of %s", what);
   *width = variable ? 0 : stored_size + 1;
   hid_t mem = H5Tcopy(H5T_C_S1);
-  CHECK_H5(mem, path, "cannot read %s", what);
-  CHECK_H5(H5Tset_cset(mem, cset), path, "cannot read %s", what);
-  CHECK_H5(H5Tset_size(mem, variable ? H5T_VARIABLE : *width), path, "cannot read %s", what);
-  CHECK_H5(H5Tset_strpad(mem, H5T_STR_NULLTERM), path, "cannot read %s", what);
+  H5_CHECK_AT(mem, path, "cannot read %s", what);
+  H5_CHECK_AT(H5Tset_cset(mem, cset), path, "cannot read %s", what);
+  H5_CHECK_AT(H5Tset_size(mem, variable ? H5T_VARIABLE : *width), path, "cannot read %s", what);
+  H5_CHECK_AT(H5Tset_strpad(mem, H5T_STR_NULLTERM), path, "cannot read %s", what);
   return mem;
 }
 
@@ -244,18 +237,18 @@ static char **copy_strings(hid_t dset, hid_t mem, size_t width, hsize_t n, const
     char **raw = RNND_ALLOC(char *, n, "strings");
     herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
     if (status < 0) free(raw); /* the error below leaves no buffer behind (found by fuzzing) */
-    CHECK_H5(status, path, "cannot read /%s", name);
+    H5_CHECK_AT(status, path, "cannot read /%s", name);
     out = RNND_ALLOC(char *, n ? n : 1, "strings");
     for (hsize_t i = 0; i < n; i++) out[i] = rnnd_strdup(raw[i] ? raw[i] : "");
     status = release_strings(mem, dset, raw);
     free(raw);
     if (status < 0) h5_free_strings(out, (int64_t)n);
-    CHECK_H5(status, path, "cannot release /%s strings", name);
+    H5_CHECK_AT(status, path, "cannot release /%s strings", name);
   } else {
     char *raw = rnnd_calloc(n, width, "strings");
     herr_t status = H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
     if (status < 0) free(raw);
-    CHECK_H5(status, path, "cannot read /%s", name);
+    H5_CHECK_AT(status, path, "cannot read /%s", name);
     out = RNND_ALLOC(char *, n ? n : 1, "strings");
     for (hsize_t i = 0; i < n; i++) out[i] = rnnd_strdup(raw + i * width);
     free(raw);
@@ -267,17 +260,17 @@ char **h5_read_strings(const char *path, hid_t file, const char *name, int64_t c
   hsize_t n = 0;
   hid_t dset = h5_open_vector(file, path, name, H5T_STRING, "strings", &n);
   if (n != (hsize_t)count)
-    fail_at(path, "/%s has %llu entries but %s is %lld", name, (unsigned long long)n, count_name, (long long)count);
+    h5_fail_at(path, "/%s has %llu entries but %s is %lld", name, (unsigned long long)n, count_name, (long long)count);
   hid_t type = H5Dget_type(dset);
-  CHECK_H5(type, path, "cannot read the type of /%s", name);
+  H5_CHECK_AT(type, path, "cannot read the type of /%s", name);
   char what[128];
   snprintf(what, sizeof what, "/%s", name);
   size_t width = 0;
   hid_t mem = h5_string_memory_type(type, path, what, &width);
   char **strings = copy_strings(dset, mem, width, n, path, name);
-  CHECK_H5(H5Tclose(mem), path, "cannot close the type of /%s", name);
-  CHECK_H5(H5Tclose(type), path, "cannot close the type of /%s", name);
-  CHECK_H5(H5Dclose(dset), path, "cannot close /%s", name);
+  H5_CHECK_AT(H5Tclose(mem), path, "cannot close the type of /%s", name);
+  H5_CHECK_AT(H5Tclose(type), path, "cannot close the type of /%s", name);
+  H5_CHECK_AT(H5Dclose(dset), path, "cannot close /%s", name);
   return strings;
 }
 
@@ -305,12 +298,12 @@ float *h5_read_floats(const char *path, hid_t file, const char *name, int64_t co
   hsize_t n = 0;
   hid_t dset = h5_open_vector(file, path, name, H5T_FLOAT, "floats", &n);
   if (n != (hsize_t)count)
-    fail_at(path, "/%s has %llu values but %s is %lld", name, (unsigned long long)n, count_name, (long long)count);
+    h5_fail_at(path, "/%s has %llu values but %s is %lld", name, (unsigned long long)n, count_name, (long long)count);
   float *values = RNND_ALLOC(float, n ? n : 1, "float vector");
   herr_t status = n ? H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) : 0;
   if (status < 0) free(values); /* an error exit leaves nothing behind */
-  CHECK_H5(status, path, "cannot read /%s", name);
-  CHECK_H5(H5Dclose(dset), path, "cannot close /%s", name);
+  H5_CHECK_AT(status, path, "cannot read /%s", name);
+  H5_CHECK_AT(H5Dclose(dset), path, "cannot close /%s", name);
   return values;
 }
 

@@ -153,6 +153,25 @@ r = run([a.rnn_dist, "generate", "--checkpoint", old, "--vocab-from", os.path.jo
          "--prompt", prompts[1], "--tokens", "40", "--temperature", "0"])
 check(r.returncode == 0 and r.stdout == greedy.stdout, "--vocab-from DATA.h5 supplies it (same text)")
 
+# rnn_prep --lowercase: the model file says so, and prompts are lowercased like the training text
+cased = os.path.join(a.work, "cased")
+os.makedirs(cased)
+for split in ("train", "valid", "test"):
+    with open(os.path.join(a.bible, "text", f"{split}.txt")) as f:
+        text = [line.title() for _, line in zip(range(3000), f)]
+    with open(os.path.join(cased, f"{split}.txt"), "w") as f:
+        f.writelines(text)
+r = run([a.rnn_prep, "--lowercase", "--train", f"{cased}/train.txt", "--valid", f"{cased}/valid.txt", "--test",
+         f"{cased}/test.txt", "--out", cased])
+lowered = train("lowercased_lm", "quickstart.ini", f"data.dir={cased}", "model.embed=16", "model.hidden=16",
+                "train.steps=10", "train.global_batch=8")
+with h5py.File(lowered, "r") as f:
+    check(int(f.attrs["lowercase"]) == 1, "a model trained on rnn_prep --lowercase data says lowercase = 1")
+texts_of = [run([a.rnn_dist, "generate", "--checkpoint", lowered, "--prompt", p, "--tokens", "20", "--temperature",
+                 "0"]).stdout for p in ("And The LORD said", "and the lord said")]
+check(texts_of[0] == texts_of[1] and len(texts_of[0].split()) > 5,
+      "its prompts are lowercased as the training text was (same text for 'And The LORD said')")
+
 # --- classifier -----------------------------------------------------------------
 labels_dir = os.path.join(a.bible, "labels")
 classifier = train("classifier", "bible_classify.ini", f"data.dir={labels_dir}", "model.embed=32", "model.hidden=32",
