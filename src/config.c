@@ -44,6 +44,11 @@ static const config_key config_keys[] = {
     {"model", "hidden", KEY_INT, AT(model.hidden), "256", 1, 65536, NULL, "hidden units per direction"},
     {"model", "bidirectional", KEY_BOOL, AT(model.bidirectional), "false", 0, 1, NULL, "add a reverse direction to every layer (sees the future: not for language modelling)"},
     {"model", "dropout", KEY_DOUBLE, AT(model.dropout), "0.0", 0, 0.95, NULL, "dropout on embeddings, between layers and before the decoder"},
+    {"model", "locked_dropout", KEY_BOOL, AT(model.locked_dropout), "false", 0, 1, NULL, "variational (locked) dropout: model.dropout draws one mask per sequence piece and unit and reuses it at every time step (AWD-LSTM's LockedDropout), on the embedding output, between layers and on the top layer's output"},
+    {"model", "embedding_dropout", KEY_DOUBLE, AT(model.embedding_dropout), "0.0", 0, 0.95, NULL, "drop whole word vectors: each vocabulary word's embedding is zeroed for a training batch with this probability (the others scaled by 1/(1-p)); AWD-LSTM's dropoute; lm and classify"},
+    {"model", "ar_alpha", KEY_DOUBLE, AT(model.ar_alpha), "0.0", 0, 1e6, NULL, "activation regularisation: adds ar_alpha x mean of y^2 over the decoder input (after dropout) to the loss, per target as the NLL is; AWD-LSTM uses 2; model.task = lm"},
+    {"model", "tar_beta", KEY_DOUBLE, AT(model.tar_beta), "0.0", 0, 1e6, NULL, "temporal activation regularisation: adds tar_beta x mean of (h_t - h_(t-1))^2 over the top layer's output (before dropout) at consecutive steps of each piece; AWD-LSTM uses 1; model.task = lm, not with train.bptt_segment"},
+    {"model", "weight_dropout", KEY_DOUBLE, AT(model.weight_dropout), "0.0", 0, 0.95, NULL, "weight dropout (DropConnect) on every hidden-to-hidden matrix: each weight zeroed for a training batch with this probability, the others scaled by 1/(1-p); AWD-LSTM's WeightDrop (wdrop 0.5); evaluation uses the weights as they are; CPU backend"},
     {"model", "tie_weights", KEY_BOOL, AT(model.tie_weights), "false", 0, 1, NULL, "decoder.weight shares embedding.weight (needs embed = hidden x directions)"},
     {"model", "task", KEY_ENUM, AT(model.task), "lm", 0, 0, task_names, "lm: predict every next token (decoder over the vocabulary); classify: one label per sequence (classifier.weight/bias on the top layer's final hidden state, both directions; data with /labels from rnn_prep --labels); regress: forecast the next step's real-valued features (input.weight/bias in place of the embedding, MSE; data from rnn_prep --csv)"},
     {"model", "decoder", KEY_ENUM, AT(model.decoder), "softmax", 0, 0, decoder_names, "output layer: softmax (full) or adaptive (exact adaptive softmax, torch.nn.AdaptiveLogSoftmaxWithLoss; needs frequency-sorted ids, as rnn_prep writes)"},
@@ -64,6 +69,8 @@ static const config_key config_keys[] = {
 
     {"train", "device", KEY_ENUM, AT(train.device), "auto", 0, 0, device_names, "auto (CUDA if built and a GPU is visible), cpu or cuda"},
     {"train", "precision", KEY_ENUM, AT(train.precision), "fp32", 0, 0, dtype_names, "weights, activations and weight gradients in fp32, fp16 (dynamic loss scaling) or bf16; the optimizer always steps fp32 master weights"},
+    {"train", "ema_decay", KEY_DOUBLE, AT(train.ema_decay), "0.0", 0, 0.999999, NULL, "averaged weights: after every optimizer update avg = ema_decay x avg + (1 - ema_decay) x weights (an exponential moving average, as NT-ASGD averages); evaluation, model.h5 and generate/predict use them, checkpoints keep them beside the raw weights; 0 = off; CPU step"},
+    {"train", "ema_start", KEY_LONG, AT(train.ema_start), "1", 1, 9.0e15, NULL, "the update at which the average starts (a copy of the weights then); before it evaluation uses the raw weights"},
     {"train", "seed", KEY_LONG, AT(train.seed), "1234", 0, 9.0e15, NULL, "seed for initialisation, batch order and dropout"},
     {"train", "steps", KEY_LONG, AT(train.steps), "0", 0, 9.0e15, NULL, "optimizer steps; 0 = run train.epochs epochs"},
     {"train", "epochs", KEY_INT, AT(train.epochs), "1", 1, 1000000, NULL, "epochs when train.steps = 0"},
@@ -360,6 +367,14 @@ void config_finalize(rnnd_config *cfg) {
       (cfg->model.task != RNND_TASK_LM || cfg->model.decoder != RNND_DECODER_SOFTMAX))
     rnnd_input_error("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax "
                      "(it sets decoder.bias, one value per vocabulary token)");
+  if ((cfg->model.ar_alpha > 0.0 || cfg->model.tar_beta > 0.0) && cfg->model.task != RNND_TASK_LM)
+    rnnd_input_error("config: model.ar_alpha and model.tar_beta regularise a language model's outputs "
+                     "(model.task = lm)");
+  if (cfg->model.tar_beta > 0.0 && cfg->train.bptt_segment > 0)
+    rnnd_input_error("config: model.tar_beta = %g needs whole batches (train.bptt_segment = 0): the step pairs "
+                     "across a segment boundary would be missed", cfg->model.tar_beta);
+  if (cfg->model.embedding_dropout > 0.0 && cfg->model.task == RNND_TASK_REGRESS)
+    rnnd_input_error("config: model.embedding_dropout drops word vectors; a forecaster (model.task = regress) has none");
   if (cfg->model.task == RNND_TASK_CLASSIFY && cfg->data.mode == RNND_DATA_STREAM)
     rnnd_input_error("config: model.task = classify needs whole sequences (data.mode = pieces)");
   if (cfg->data.target_last && (cfg->model.task != RNND_TASK_REGRESS || cfg->data.mode == RNND_DATA_STREAM))

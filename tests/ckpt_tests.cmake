@@ -14,3 +14,9 @@ add_test(NAME stream_mode_ranks_resume
                  --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py)
 set_tests_properties(stream_mode_ranks_resume PROPERTIES FIXTURES_REQUIRED bible LABELS "ckpt;mpi;train;torch" PROCESSORS 2
                      TIMEOUT 600)
+
+add_test(NAME regularisers_resume_bitwise
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/ckpt/regularised_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
+                 --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_WORK}/bible --work ${RNND_WORK}/regularised_e2e)
+set_tests_properties(regularisers_resume_bitwise PROPERTIES FIXTURES_REQUIRED bible LABELS "ckpt;mpi;train"
+                     PROCESSORS 2 TIMEOUT 600)

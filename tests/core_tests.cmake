@@ -57,6 +57,12 @@ add_executable(test_dropout ${RNND_TEST_DIR}/core/test_dropout.c)
 target_link_libraries(test_dropout PRIVATE rnnd_test_fixture)
 add_test(NAME dropout_keyed_by_piece COMMAND test_dropout ${RNND_FIXTURES}/grad_gru_l3_uni_untied.h5)
 set_tests_properties(dropout_keyed_by_piece PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
+# locked dropout, embedding dropout, AR and TAR against PyTorch (masks drawn in Python)
+add_executable(test_regularisers ${RNND_TEST_DIR}/core/test_regularisers.c)
+target_link_libraries(test_regularisers PRIVATE rnnd_test_fixture)
+add_test(NAME regularisers_match_torch COMMAND test_regularisers ${RNND_FIXTURES}/regularise_gru_locked.h5
+         ${RNND_FIXTURES}/regularise_lstm_locked.h5 ${RNND_FIXTURES}/regularise_gru_unlocked.h5)
+set_tests_properties(regularisers_match_torch PROPERTIES FIXTURES_REQUIRED torch LABELS "torch;math")
 
 add_executable(test_config ${RNND_TEST_DIR}/core/test_config.c)
 target_link_libraries(test_config PRIVATE rnnd)

@@ -23,9 +23,15 @@ embedding/decoder range so that some steps are clipped.
 Written files:
   grad_{gru,lstm}_l{1,3}_{uni,bi}_{tied,untied}.h5   (16 files, no cutting)
   grad_gru_l2_uni_untied_maxlen4.h5                  (max_len 4: cut pieces)
-  adam_gru.h5, adam_lstm.h5                          (20 Adam steps)
+  adam_gru.h5, adam_lstm.h5                          (20 Adam steps; /adam/average: the
+                                                     exponential moving average of the
+                                                     weights, train.ema_decay)
   classify_{gru,lstm}_l{1,2}_{uni,bi}.h5             (model.task = classify)
   regress_{gru,lstm}_l{1,2}.h5                       (model.task = regress)
+  regularise_{gru,lstm}_locked.h5, regularise_gru_unlocked.h5
+                                                     (dropout, locked or not, embedding
+                                                     dropout, AR, TAR, weight dropout;
+                                                     /regularise)
 
 The classify fixtures add /labels, /label_names and n_classes to the data
 set, and their model is nn.Embedding -> nn.GRU/nn.LSTM ->
@@ -229,6 +235,7 @@ def write_grad_case(path, spec, seed, max_len):
 def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
     spec = dict(cell=cell, layers=2, bi=False, tie=False, embed=10, hidden=12)
     lr, beta1, beta2, eps, clip = 0.01, 0.9, 0.999, 1e-8, 0.5
+    ema_decay, ema_start = 0.8, 5  # the averaged weights (train.ema_decay, train.ema_start)
     rng = np.random.default_rng(seed)
     lengths = list(rng.integers(2, 14, size=n_seq))
     lengths[3] = 1  # a lone <eos>
@@ -239,11 +246,12 @@ def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
         write_dataset(f, tokens, offsets)
         f.attrs.create("max_len", np.int32(NO_CUT))
         for key, value in (("adam_lr", lr), ("adam_beta1", beta1), ("adam_beta2", beta2),
-                           ("adam_eps", eps), ("clip_norm", clip)):
+                           ("adam_eps", eps), ("clip_norm", clip), ("ema_decay", ema_decay),
+                           ("ema_start", ema_start)):
             f.attrs.create(key, np.float64(value))
         model = build_double_model(spec, seed, f, scale=ADAM_INIT_SCALE[cell])
         opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(beta1, beta2), eps=eps)
-        losses, norms = [], []
+        losses, norms, average = [], [], None
         for step in range(steps):
             pieces = []
             for i in batches[step]:
@@ -254,6 +262,11 @@ def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
             norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip)))
             opt.step()
             losses.append(loss.item())
+            weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            if step + 1 == ema_start:  # update number step + 1 starts the average
+                average = weights
+            elif step + 1 > ema_start:
+                average = {k: ema_decay * average[k] + (1.0 - ema_decay) * weights[k] for k in weights}
         g = f.create_group("adam")
         g.create_dataset("batches", data=batches)
         g.create_dataset("losses", data=np.array(losses, dtype=np.float64))
@@ -262,6 +275,9 @@ def write_adam_case(path, cell, seed, steps=20, per_step=4, n_seq=12):
         final = g.create_group("final")
         for name, value in model.state_dict().items():
             final.create_dataset(name, data=value.detach().numpy().astype(np.float64))
+        averaged = g.create_group("average")
+        for name, value in average.items():
+            averaged.create_dataset(name, data=value.numpy().astype(np.float64))
     return losses
 
 
@@ -396,6 +412,123 @@ def write_regress_case(path, cell, layers, seed, features=3):
     return loss.item(), len(steps)
 
 
+# --- the regularisers (model.locked_dropout, embedding_dropout, ar_alpha, tar_beta) ---
+# rnn_dist's counter-based masks (include/rnnd/rng.h), drawn the same way here.
+M64 = (1 << 64) - 1
+
+
+def mix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def key2(a, b):
+    return mix64(a ^ mix64(b))
+
+
+def dropout_uniform(seed, step, slot, piece, position, unit):
+    slot_key = key2(key2(seed ^ 0xD50F, step & M64), slot)
+    row_key = key2(slot_key, ((piece << 20) ^ position) & M64)
+    return (mix64((row_key + unit) & M64) >> 40) / 16777216.0
+
+
+EMBEDDING_DROPOUT_SLOT = 1 << 20
+WEIGHT_DROPOUT_SLOT = 1 << 21
+
+
+def weight_mask(reg, matrix, rows, cols):
+    """[rows, cols] float64: rnn_dist's weight-dropout factors of hidden-to-hidden matrix `matrix`."""
+    p = reg["p_weight"]
+    return torch.tensor([[0.0 if dropout_uniform(reg["seed"], reg["step"], WEIGHT_DROPOUT_SLOT + matrix, r, 0, j) < p
+                          else 1.0 / (1.0 - p) for j in range(cols)] for r in range(rows)], dtype=torch.float64)
+
+
+def dropout_mask(reg, slot, lengths, width):
+    """[T, B, width] float64: 0 where rnn_dist drops (piece b = id b, step t), else 1 / (1 - p)."""
+    p, T = reg["p"], max(lengths)
+    mask = torch.zeros(T, len(lengths), width, dtype=torch.float64)
+    for b, n in enumerate(lengths):
+        for t in range(n):
+            position = 0 if reg["locked"] else t
+            for j in range(width):
+                u = dropout_uniform(reg["seed"], reg["step"], slot, b, position, j)
+                mask[t, b, j] = 0.0 if u < p else 1.0 / (1.0 - p)
+    return mask
+
+
+def embedding_scales(reg, vocab):
+    p = reg["p_embedding"]
+    return torch.tensor([0.0 if dropout_uniform(reg["seed"], reg["step"], EMBEDDING_DROPOUT_SLOT, i, 0, 0) < p
+                         else 1.0 / (1.0 - p) for i in range(vocab)], dtype=torch.float64)
+
+
+def regularised_loss(model, tokens, pieces, reg):
+    """(loss with the regularisers, mean NLL): AWD-LSTM's forward with rnn_dist's masks. Weight
+    dropout masks each W_hh for the batch; embedding dropout scales word vectors; dropout (locked or not) on the embedding output, between layers and
+    on the top layer's output; AR = alpha * sum(y^2) / H over the decoder input rows; TAR = beta *
+    sum((h_t - h_{t-1})^2) / H over the top layer's raw output within each piece; all per target."""
+    prev = np.concatenate([[EOS_ID], tokens[:-1]])
+    lengths = [n for _, n in pieces]
+    T, B, H = max(lengths), len(pieces), model.rnn.hidden_size
+    inputs = torch.zeros(T, B, dtype=torch.int64)
+    targets = torch.zeros(T, B, dtype=torch.int64)
+    valid = torch.zeros(T, B, dtype=torch.float64)
+    for b, (s, n) in enumerate(pieces):
+        inputs[:n, b] = torch.from_numpy(prev[s:s + n].astype(np.int64))
+        targets[:n, b] = torch.from_numpy(tokens[s:s + n].astype(np.int64))
+        valid[:n, b] = 1.0
+    scale = embedding_scales(reg, model.embedding.num_embeddings)
+    x = model.embedding(inputs) * scale[inputs].unsqueeze(2)
+    x = x * dropout_mask(reg, 0, lengths, x.shape[2])
+    rnn, layers = model.rnn, model.rnn.num_layers
+    for l in range(layers):
+        weights = [getattr(rnn, "%s_l%d" % (kind, l)) for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if reg.get("p_weight", 0.0) > 0.0:  # WeightDrop: the batch's dropped W_hh (layer l, direction 0)
+            weights[1] = weights[1] * weight_mask(reg, 2 * l, weights[1].shape[0], weights[1].shape[1])
+        gate = 3 if isinstance(rnn, nn.GRU) else 4
+        packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        run = torch._VF.gru if gate == 3 else torch._VF.lstm
+        h0 = torch.zeros(1, B, H, dtype=torch.float64)
+        hx = h0 if gate == 3 else (h0, h0)
+        out = run(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, False, False)[0]
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(PackedSequence(out, packed.batch_sizes, packed.sorted_indices,
+                                                                       packed.unsorted_indices), total_length=T)
+        raw = out
+        x = out * dropout_mask(reg, l + 1, lengths, H)
+    logits = model.decoder(x)
+    nll = (F.cross_entropy(logits.reshape(T * B, -1), targets.reshape(-1), reduction="none") * valid.reshape(-1)).sum()
+    n = valid.sum()
+    ar = reg["ar_alpha"] * ((x ** 2).sum(dim=2) * valid).sum() / H
+    both = valid[1:] * valid[:-1]
+    tar = reg["tar_beta"] * (((raw[1:] - raw[:-1]) ** 2).sum(dim=2) * both).sum() / H
+    return (nll + ar + tar) / n, nll / n
+
+
+def write_regularise_case(path, cell, seed, reg):
+    """A two-layer model, whole sequences, every regulariser of `reg` on; /regularise holds the
+    settings (attributes), /reference/loss the mean NLL, /reference/grad the gradient of the
+    regularised loss."""
+    rng = np.random.default_rng(seed)
+    lengths = [5, 1, 9, 3, 12, 2, 7, 4]
+    rng.shuffle(lengths)
+    tokens, offsets = make_tokens(rng, lengths)
+    spec = dict(cell=cell, layers=2, bi=False, tie=False, embed=10, hidden=12)
+    with h5py.File(path, "w") as f:
+        write_dataset(f, tokens, offsets)
+        f.attrs.create("max_len", np.int32(NO_CUT))
+        model = build_double_model(spec, seed, f)
+        g = f.create_group("regularise")
+        for key, value in reg.items():
+            g.attrs.create(key, np.float64(value))
+        model.zero_grad()
+        loss, nll = regularised_loss(model, tokens, make_pieces(offsets, NO_CUT), reg)
+        loss.backward()
+        write_reference(f, nll, model)
+    return loss.item(), nll.item()
+
+
 def load_model_file(path, dtype=torch.float64):
     """The model of an rnn_dist model file (or checkpoint) as the PyTorch
     module of its task (LanguageModel, Classifier or Forecaster), its
@@ -477,7 +610,13 @@ def main():
         name = "regress_%s_l%d.h5" % (cell, layers)
         loss, n_series = write_regress_case(os.path.join(args.out, name), cell, layers, 600 + i)
         print("%-38s loss %.6f series %d" % (name, loss, n_series))
-    print("wrote 33 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
+    for i, (cell, locked) in enumerate([("gru", 1), ("lstm", 1), ("gru", 0)]):
+        name = "regularise_%s_%s.h5" % (cell, "locked" if locked else "unlocked")
+        reg = dict(seed=77 + i, step=5, p=0.3, locked=locked, p_embedding=0.25, ar_alpha=2.0, tar_beta=1.0,
+                   p_weight=0.4)
+        loss, nll = write_regularise_case(os.path.join(args.out, name), cell, 700 + i, reg)
+        print("%-38s loss %.6f (nll %.6f)" % (name, loss, nll))
+    print("wrote 36 fixtures to %s in %.1f s" % (args.out, time.time() - t0), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,24 @@
 #include "rnnd/half.h"
 #include "rnnd/model.h"
 
-/* What keys dropout: masks are a pure function of these plus the piece id,
- * layer slot, position in the piece and unit index. */
+/* The regularisers of one training batch (NULL or all zero: none, as in
+ * evaluation). Dropout masks are a pure function of seed and step plus the
+ * piece id, layer slot, position in the piece (not when locked) and unit
+ * index; the embedding dropout's of the word id: the same for any batching,
+ * thread count or world size. Loss terms are per target like the NLL (the
+ * backend adds their gradient times loss_weight; the loss it returns is
+ * the NLL alone). */
 typedef struct {
   uint64_t seed;
   int64_t step;
-  float p;      /* drop probability; 0 disables */
+  float p;           /* dropout on the embedding output, between layers and on the top layer's output; 0 disables */
+  int locked;        /* variational ("locked") dropout: one mask per piece and unit, the same at every step */
+  float p_embedding; /* embedding dropout: a word's whole vector dropped for the batch, else scaled 1/(1 - p) */
+  float ar_alpha;    /* activation regularisation: ar_alpha * sum of y^2 / width over the decoder input rows y */
+  float tar_beta;    /* temporal AR: tar_beta * sum of (h_t - h_{t-1})^2 / width, the top layer's raw output
+                        at consecutive steps of each piece */
+  float p_weight;    /* weight dropout (DropConnect) on every hidden-to-hidden matrix, one mask per batch
+                        (AWD-LSTM's WeightDrop); needs capacity.weight_dropout */
 } rnnd_dropout;
 
 typedef struct rnnd_backend rnnd_backend;
@@ -124,6 +136,10 @@ typedef struct {
    * through checkpointed, segmented backpropagation (unidirectional
    * models); activation buffers then hold one segment. */
   int bptt_segment;
+  /* 1: training batches may drop hidden-to-hidden weights (rnnd_dropout
+   * p_weight): the backend keeps a dropped copy of those matrices and their
+   * gradient. */
+  int weight_dropout;
 } rnnd_backend_capacity;
 
 /* CPU reference backend; free with be->ops->destroy(be). */

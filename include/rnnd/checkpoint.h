@@ -5,7 +5,9 @@
  *               dataset per PyTorch name (so a checkpoint is also a model
  *               file for eval, --init and PyTorch)
  *   /optimizer  attributes kind, steps and hyper-parameters; groups m and v
- *               (Adam's moments, SGD's momentum in m) with the same names
+ *               (Adam's moments, SGD's momentum in m) with the same names,
+ *               and with train.ema_decay the averaged weights (group
+ *               average, attributes ema_decay and ema_start)
  *   /amp        loss scale, growth tracker, skipped-step count
  *   /state      step, epoch, next_batch (index of the next global batch in
  *               the epoch's plan), seed, tokens_seen, best_valid_loss,

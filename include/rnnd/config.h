@@ -39,6 +39,11 @@ typedef struct {
   int hidden;        /* hidden units per direction */
   int bidirectional; /* 0/1 */
   double dropout;    /* on embeddings, between layers, before the decoder */
+  int locked_dropout;       /* that dropout variational: one mask per sequence piece, reused at every step */
+  double embedding_dropout; /* whole word vectors dropped per batch (AWD-LSTM's dropoute) */
+  double ar_alpha;          /* activation regularisation on the decoder input (AWD-LSTM's alpha) */
+  double tar_beta;          /* temporal activation regularisation on the top layer's output (beta) */
+  double weight_dropout;    /* DropConnect on the hidden-to-hidden matrices, one mask per batch (wdrop) */
   int tie_weights;   /* decoder.weight shares embedding.weight */
   int task;          /* rnnd_task */
   int decoder;       /* rnnd_decoder */
@@ -80,6 +85,8 @@ typedef struct {
   double weight_decay;
   double momentum;
   double clip_norm;  /* 0 disables clipping */
+  double ema_decay;  /* > 0: averaged weights for evaluation, model files and inference (optim.h) */
+  long ema_start;    /* the update that starts the average (1 = the first) */
   int bptt_segment;  /* 0 = whole-batch backpropagation; K > 0: by segments of K steps */
   long log_every;
   long eval_every;   /* 0 = only at the end */

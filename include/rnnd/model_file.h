@@ -28,6 +28,10 @@ void model_file_check_shape(const char *path, const rnnd_model_shape *expected);
 /* Loads every parameter; a missing dataset or one of another shape is an
  * error naming the file and the dataset. */
 void model_file_load_params(const char *path, const rnnd_layout *layout, float *params);
+/* The weights to evaluate and infer with: a checkpoint's averaged weights
+ * (/optimizer/average, train.ema_decay) when it has them, else /model (a
+ * model file's /model already holds the averaged weights). */
+void model_file_load_inference_params(const char *path, const rnnd_layout *layout, float *params);
 
 /* Building blocks shared with checkpoints (checkpoint.h): one float32
  * dataset per parameter name of `flat` in an open group (optionally

@@ -20,6 +20,14 @@ typedef struct {
   float *v;        /* Adam second moment (NULL for SGD) */
   int64_t steps;   /* updates applied so far */
   double beta1, beta2, eps, weight_decay, momentum;
+  /* Averaged weights (train.ema_decay > 0; else avg is NULL): after update
+   * number ema_start (counted from 1) avg is a copy of the weights, after
+   * every later one avg = decay * avg + (1 - decay) * weights. Evaluation,
+   * model files and inference use them; checkpoints keep them beside the
+   * raw weights. */
+  float *avg;
+  double ema_decay;
+  int64_t ema_start;
 } rnnd_optimizer;
 
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel);
@@ -33,6 +41,8 @@ double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, 
 /* L2 norm of a flat buffer, accumulated in double. */
 double flat_norm(const float *x, size_t n);
 size_t optimizer_state_bytes(const rnnd_optimizer *opt);
+/* The weights evaluation uses: avg once averaging has started, else params. */
+const float *optimizer_eval_weights(const rnnd_optimizer *opt, const float *params);
 void optimizer_free(rnnd_optimizer *opt);
 
 /* Learning rate for 0-based step `step` of `total_steps`. */

@@ -39,4 +39,22 @@ RNND_HOST_DEVICE static inline float rng_dropout_uniform(uint64_t row_key, int u
   return rng_uniform_from(rng_mix64(row_key + (uint64_t)unit));
 }
 
+/* Weight dropout (both backends): element (row, col) of hidden-to-hidden
+ * matrix `matrix` (2 x layer + direction) is dropped for the batch of
+ * (seed, step) when this draw is below p. */
+#define RNND_WEIGHT_DROPOUT_SLOT (1 << 21)
+RNND_HOST_DEVICE static inline float rng_weight_dropout_uniform(uint64_t seed, int64_t step, int matrix, int64_t row,
+                                                                int col) {
+  return rng_dropout_uniform(
+      rng_dropout_row_key(rng_dropout_slot_key(seed, step, RNND_WEIGHT_DROPOUT_SLOT + matrix), row, 0), col);
+}
+
+/* Embedding dropout (both backends): word `id` loses its vector for the
+ * batch of (seed, step) when this draw is below p. */
+#define RNND_EMBEDDING_DROPOUT_SLOT (1 << 20) /* beyond every layer slot */
+RNND_HOST_DEVICE static inline float rng_embedding_dropout_uniform(uint64_t seed, int64_t step, int64_t id) {
+  return rng_dropout_uniform(rng_dropout_row_key(rng_dropout_slot_key(seed, step, RNND_EMBEDDING_DROPOUT_SLOT), id, 0),
+                             0);
+}
+
 #endif

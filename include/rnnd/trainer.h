@@ -93,6 +93,7 @@ typedef struct {
   int resumed;               /* started from a checkpoint */
   char model_path[4096];
   rnnd_model_meta meta;      /* rank 0: the training set's vocabulary, class names or normalisation, saved with the model */
+  float *eval_copy;          /* averaged weights rounded to the compute precision (16-bit runs with train.ema_decay) */
 } rnnd_trainer;
 
 /* init_model: optional model file whose parameters replace the initial ones.

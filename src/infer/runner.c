@@ -111,7 +111,7 @@ void runner_open(rnnd_runner *r, const char *model, const char *meta_from, const
   model_layout_init(&r->layout, &shape);
   check_meta(r, meta_from);
   r->params = RNND_ALLOC(float, r->layout.numel, "parameters");
-  model_file_load_params(model, &r->layout, r->params);
+  model_file_load_inference_params(model, &r->layout, r->params);
   if (r->meta.vocab_size) build_index(r);
   r->width = rnnd_output_width(&shape);
   r->out = RNND_ALLOC(float, r->width, "model outputs");

@@ -41,6 +41,13 @@ static void write_optimizer(const char *path, hid_t file, const rnnd_layout *lay
     model_file_write_tensors(path, v, layout, o->v, 1);
     H5Gclose(v);
   }
+  if (o->avg && o->steps >= o->ema_start) {
+    h5_write_double_attr(path, g, "ema_decay", o->ema_decay);
+    h5_write_int_attr(path, g, "ema_start", o->ema_start);
+    hid_t a = create_group(path, g, "average");
+    model_file_write_tensors(path, a, layout, o->avg, 1);
+    H5Gclose(a);
+  }
   H5Gclose(g);
 }
 
@@ -192,6 +199,21 @@ static void check_format(const char *path, hid_t file) {
                      RNND_CHECKPOINT_FORMAT_VERSION);
 }
 
+/* The averaged weights, when both the checkpoint and the run average; a
+ * run that averages from a checkpoint without them starts its average at
+ * the next update. A run that does not average ignores them. */
+static void read_average(const char *path, hid_t g, const rnnd_layout *layout, rnnd_optimizer *o) {
+  if (!o->avg) return;
+  if (H5Lexists(g, "average", H5P_DEFAULT) <= 0) {
+    if (o->ema_start <= o->steps) o->ema_start = o->steps + 1;
+    return;
+  }
+  o->ema_start = h5_read_int_attr(path, g, "/optimizer", "ema_start");
+  hid_t a = open_group(path, g, "average");
+  model_file_read_tensors(path, a, "/optimizer/average", layout, o->avg);
+  H5Gclose(a);
+}
+
 static void read_optimizer(const char *path, hid_t file, const rnnd_layout *layout, rnnd_optimizer *o) {
   hid_t g = open_group(path, file, "optimizer");
   char kind[16];
@@ -208,6 +230,7 @@ static void read_optimizer(const char *path, hid_t file, const rnnd_layout *layo
     model_file_read_tensors(path, v, "/optimizer/v", layout, o->v);
     H5Gclose(v);
   }
+  read_average(path, g, layout, o);
   H5Gclose(g);
 }
 

@@ -289,6 +289,19 @@ void model_file_load_params(const char *path, const rnnd_layout *layout, float *
   rnnd_reading_end();
 }
 
+void model_file_load_inference_params(const char *path, const rnnd_layout *layout, float *params) {
+  model_file_load_params(path, layout, params);
+  rnnd_reading_begin(path);
+  hid_t file = h5_open_read(path);
+  if (H5Lexists(file, "optimizer", H5P_DEFAULT) > 0 && H5Lexists(file, "optimizer/average", H5P_DEFAULT) > 0) {
+    hid_t group = h5_check(H5Gopen2(file, "optimizer/average", H5P_DEFAULT), path, "cannot open /optimizer/average");
+    model_file_read_tensors(path, group, "/optimizer/average", layout, params);
+    H5Gclose(group);
+  }
+  H5Fclose(file);
+  rnnd_reading_end();
+}
+
 void model_file_read_tensors(const char *path, hid_t group, const char *group_name, const rnnd_layout *layout,
                              float *flat) {
   for (int i = 0; i < layout->n_views; i++)

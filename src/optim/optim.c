@@ -47,15 +47,37 @@ void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t nu
   opt->momentum = cfg->momentum;
   opt->m = RNND_ALLOC(float, numel, "optimizer first moment");
   if (opt->kind == RNND_OPT_ADAM) opt->v = RNND_ALLOC(float, numel, "optimizer second moment");
+  opt->ema_decay = cfg->ema_decay;
+  opt->ema_start = cfg->ema_start > 0 ? cfg->ema_start : 1;
+  if (opt->ema_decay > 0.0) opt->avg = RNND_ALLOC(float, numel, "averaged weights");
 }
 
 size_t optimizer_state_bytes(const rnnd_optimizer *opt) {
-  return opt->numel * sizeof(float) * (opt->v ? 2 : 1);
+  return opt->numel * sizeof(float) * ((opt->v ? 2 : 1) + (opt->avg ? 1 : 0));
+}
+
+const float *optimizer_eval_weights(const rnnd_optimizer *opt, const float *params) {
+  return opt->avg && opt->steps >= opt->ema_start ? opt->avg : params;
+}
+
+/* After update number opt->steps: start or move the average. */
+static void update_average(rnnd_optimizer *opt, const float *params) {
+  if (!opt->avg || opt->steps < opt->ema_start) return;
+  const size_t n = opt->numel;
+  if (opt->steps == opt->ema_start) {
+    memcpy(opt->avg, params, n * sizeof *params);
+    return;
+  }
+  const float decay = (float)opt->ema_decay, rest = 1.0f - decay;
+  float *restrict avg = opt->avg;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) avg[i] = decay * avg[i] + rest * params[i];
 }
 
 void optimizer_free(rnnd_optimizer *opt) {
   free(opt->m);
   free(opt->v);
+  free(opt->avg);
   memset(opt, 0, sizeof *opt);
 }
 
@@ -182,6 +204,7 @@ double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, 
     weights += partials[c].weights;
   }
   free(partials);
+  update_average(opt, params);
   if (param_norm) *param_norm = sqrt(weights);
   return sqrt(update);
 }

@@ -157,7 +157,7 @@ static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
   rnnd_layout layout;
   model_layout_init(&layout, &shape);
   float *params = RNND_ALLOC(float, layout.numel, "parameters");
-  model_file_load_params(a.checkpoint, &layout, params);
+  model_file_load_inference_params(a.checkpoint, &layout, params);
   rnnd_sampler sampler;
   rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
   rnnd_data_config data = {.target_last = a.target_last};

@@ -98,8 +98,10 @@ static void grow_capacity(rnnd_backend_capacity *cap, const rnnd_sampler *s, int
 /* The backend for the largest share of any batch, and the step on it. */
 static void open_backend_and_step(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
-  rnnd_backend_capacity cap = {
-      .threads = cfg->train.threads, .storage = t->precision, .bptt_segment = cfg->train.bptt_segment};
+  rnnd_backend_capacity cap = {.threads = cfg->train.threads,
+                               .storage = t->precision,
+                               .bptt_segment = cfg->train.bptt_segment,
+                               .weight_dropout = cfg->model.weight_dropout > 0.0};
   if (t->stream_mode) {
     grow_stream_capacity(&cap, &t->stream);
     if (t->valid.present) grow_stream_capacity(&cap, &t->valid.stream);
@@ -245,6 +247,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
 
 void trainer_free(rnnd_trainer *t) {
   model_meta_free(&t->meta);
+  free(t->eval_copy);
   if (t->log) fclose(t->log);
   metrics_close(&t->metrics);
   dealer_free(&t->dealer);
@@ -340,7 +343,14 @@ rnnd_step_stats trainer_train_step(rnnd_trainer *t) {
   double start = rnnd_now();
   int share = next_share(t, &st);
   if (share) fill_share(t, share);
-  rnnd_dropout dropout = {(uint64_t)cfg->train.seed, t->step, (float)cfg->model.dropout};
+  rnnd_dropout dropout = {.seed = (uint64_t)cfg->train.seed,
+                          .step = t->step,
+                          .p = (float)cfg->model.dropout,
+                          .locked = cfg->model.locked_dropout,
+                          .p_embedding = (float)cfg->model.embedding_dropout,
+                          .ar_alpha = (float)cfg->model.ar_alpha,
+                          .tar_beta = (float)cfg->model.tar_beta,
+                          .p_weight = (float)cfg->model.weight_dropout};
   /* weighting by the GLOBAL count makes the reduced sum exactly the
    * gradient of the global batch's mean loss (times the loss scale) */
   rnnd_step_request request = {.loss_weight = (float)(st.loss_scale / (double)st.examples),
@@ -418,10 +428,25 @@ static void check_replicas(rnnd_trainer *t) {
   free(sums);
 }
 
-/* Evaluates a split with the weights the step computes with; returns its loss. */
+/* The weights evaluation and model files use: the averaged weights once
+ * averaging has started (rounded to the compute precision as the step's
+ * compute copy is, for the backend), else the step's compute copy. */
+static const float *eval_weights(rnnd_trainer *t, int rounded) {
+  step_store(t->stepper);
+  const float *w = optimizer_eval_weights(&t->optimizer, t->params);
+  if (w == t->params) return rounded ? t->stepper->compute_params : t->params;
+  if (!rounded || t->precision == RNND_DTYPE_F32) return w;
+  if (!t->eval_copy) t->eval_copy = RNND_ALLOC(float, t->layout.numel, "averaged compute copy");
+  memcpy(t->eval_copy, w, t->layout.numel * sizeof *w);
+  rnnd_round_through_half_array(t->precision, t->eval_copy, t->layout.numel);
+  return t->eval_copy;
+}
+
+/* Evaluates a split with the weights the step computes with (or their
+ * average); returns its loss. */
 static double run_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
   double start = rnnd_now();
-  const float *weights = t->stepper->compute_params;
+  const float *weights = eval_weights(t, 1);
   rnnd_eval_result r = t->stream_mode ? evaluate_stream(t->backend, t->task, weights, &set->data, &set->stream,
                                                         &t->batch, t->share, t->comm)
                                       : evaluate_dataset(t->backend, t->task, weights, &set->data, &set->sampler,
@@ -434,7 +459,8 @@ static double run_eval(rnnd_trainer *t, rnnd_eval_set *set, const char *role) {
 
 static void save_model(rnnd_trainer *t) {
   step_store(t->stepper);
-  if (t->comm->rank == 0) model_file_write(t->model_path, &t->layout, t->params, t->cfg->data.max_len, &t->meta);
+  if (t->comm->rank == 0)
+    model_file_write(t->model_path, &t->layout, eval_weights(t, 0), t->cfg->data.max_len, &t->meta);
 }
 
 typedef enum { KEEP_GOING = 0, TIME_IS_UP = 1, PREEMPTED = 2 } stop_reason;

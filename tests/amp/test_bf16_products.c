@@ -71,7 +71,7 @@ static run_result run(const rnnd_layout *layout, const float *params, const rnnd
   r.grads = RNND_ALLOC(float, layout->numel, "gradient");
   const int width = rnnd_state_width(&layout->shape);
   float *state_out = RNND_ALLOC(float, (size_t)PIECES * width, "state out");
-  rnnd_dropout dr = {5, 2, c->dropout};
+  rnnd_dropout dr = {.seed = 5, .step = 2, .p = c->dropout};
   if (c->carry) be->ops->carry_state(be, state, state_out);
   r.loss = be->ops->train_batch(be, params, r.grads, b, &dr, 1.0f / (float)b->n_tokens);
   if (c->carry) be->ops->carry_state(be, state, state_out);

@@ -1,6 +1,7 @@
 /* test_adam.c — 20 Adam steps with global-norm clipping from the same
  * initial weights as PyTorch (tests/torch_reference.py, adam_*.h5): the loss
- * of every step and the final parameters must match.
+ * of every step, the final parameters and their exponential moving average
+ * (train.ema_decay, from update ema_start on) must match.
  * usage: test_adam FIXTURE.h5... */
 #include <hdf5.h>
 #include <math.h>
@@ -49,6 +50,8 @@ static int check_fixture(const char *path, int threads) {
   tc.beta2 = read_attr_double(path, "adam_beta2");
   tc.eps = read_attr_double(path, "adam_eps");
   tc.clip_norm = read_attr_double(path, "clip_norm");
+  tc.ema_decay = read_attr_double(path, "ema_decay");
+  tc.ema_start = (long)read_attr_double(path, "ema_start");
   rnnd_optimizer opt;
   optimizer_init(&opt, &tc, f.layout.numel);
   int batches[STEPS * PER_STEP];
@@ -72,7 +75,7 @@ static int check_fixture(const char *path, int threads) {
     clipped += grad_clip(f.grads, f.layout.numel, norm, tc.clip_norm) < 1.0;
     optimizer_step(&opt, f.params, f.grads, tc.lr);
   }
-  double worst_param = 0.0;
+  double worst_param = 0.0, worst_average = 0.0;
   for (int i = 0; i < f.layout.n_views; i++) {
     const rnnd_param_view *v = &f.layout.views[i];
     char name[128];
@@ -81,12 +84,18 @@ static int check_fixture(const char *path, int threads) {
     if (!fixture_read_doubles(path, name, ref, v->numel)) RNND_FAIL("%s: missing %s", path, name);
     double err = relative_error(f.params + v->offset, ref, v->numel, 1e-12);
     if (err > worst_param) worst_param = err;
+    snprintf(name, sizeof name, "/adam/average/%s", v->name);
+    if (!fixture_read_doubles(path, name, ref, v->numel)) RNND_FAIL("%s: missing %s", path, name);
+    err = relative_error(optimizer_eval_weights(&opt, f.params) + v->offset, ref, v->numel, 1e-12);
+    if (err > worst_average) worst_average = err;
     free(ref);
   }
-  int failed = worst_loss > LOSS_TOLERANCE || worst_param > PARAM_TOLERANCE || clipped == 0;
-  printf("%s %s: %d steps (%d clipped), worst loss relative error %.2e, final parameters %.2e; "
-         "loss %.5f -> %.5f\n",
-         failed ? "FAIL" : "ok  ", path, STEPS, clipped, worst_loss, worst_param, ref_losses[0], ref_losses[STEPS - 1]);
+  int failed = worst_loss > LOSS_TOLERANCE || worst_param > PARAM_TOLERANCE || worst_average > PARAM_TOLERANCE ||
+               clipped == 0;
+  printf("%s %s: %d steps (%d clipped), worst loss relative error %.2e, final parameters %.2e, their "
+         "average %.2e; loss %.5f -> %.5f\n",
+         failed ? "FAIL" : "ok  ", path, STEPS, clipped, worst_loss, worst_param, worst_average, ref_losses[0],
+         ref_losses[STEPS - 1]);
   batch_free(&batch);
   be->ops->destroy(be);
   optimizer_free(&opt);

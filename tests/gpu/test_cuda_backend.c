@@ -75,14 +75,13 @@ static double limit_for(rnnd_dtype storage) { return storage == RNND_DTYPE_F32 ?
 /* Loss, every gradient and the eval loss of the tested backend against the
  * CPU's on batch b with the given weights. */
 static void compare_batch(gpu_test *t, const char *label, rnnd_backend *cpu, rnnd_backend *tested,
-                          const float *params, const rnnd_batch *b, float dropout, rnnd_dtype storage) {
+                          const float *params, const rnnd_batch *b, const rnnd_dropout *dr, rnnd_dtype storage) {
   const rnnd_layout *layout = cpu->layout;
   size_t n = layout->numel;
   float *g_cpu = RNND_ALLOC(float, n, "cpu grads"), *g_tested = RNND_ALLOC(float, n, "tested grads");
-  rnnd_dropout dr = {7, 5, dropout};
   const float weight = 1.0f / (float)b->n_tokens;
-  double l_cpu = cpu->ops->train_batch(cpu, params, g_cpu, b, &dr, weight);
-  double l_tested = tested->ops->train_batch(tested, params, g_tested, b, &dr, weight);
+  double l_cpu = cpu->ops->train_batch(cpu, params, g_cpu, b, dr, weight);
+  double l_tested = tested->ops->train_batch(tested, params, g_tested, b, dr, weight);
   const double limit = limit_for(storage);
   char what[200];
   snprintf(what, sizeof what, "%s: loss", label);
@@ -116,7 +115,15 @@ static void compare_case(gpu_test *t, const model_case *c, const char *label) {
   float *params = RNND_ALLOC(float, layout.numel, "params");
   model_init_params(&layout, params, 3);
   round_weights(c->storage, params, layout.numel);
-  compare_batch(t, label, cpu, tested, params, &b, (float)c->dropout_tenths / 10.0f, c->storage);
+  rnnd_dropout dr = {.seed = 7, .step = 5, .p = (float)c->dropout_tenths / 10.0f};
+  compare_batch(t, label, cpu, tested, params, &b, &dr, c->storage);
+  if (dr.p > 0.0f) { /* the AWD-LSTM regularisers too: locked and embedding dropout, AR, TAR */
+    rnnd_dropout awd = {.seed = 7, .step = 5, .p = dr.p, .locked = 1, .p_embedding = 0.2f, .ar_alpha = 2.0f,
+                        .tar_beta = 1.0f};
+    char regularised[160];
+    snprintf(regularised, sizeof regularised, "%s +regularisers", label);
+    compare_batch(t, regularised, cpu, tested, params, &b, &awd, c->storage);
+  }
   cpu->ops->destroy(cpu);
   tested->ops->destroy(tested);
   free(params);
@@ -128,7 +135,7 @@ static void compare_case(gpu_test *t, const model_case *c, const char *label) {
 static double train_step(rnnd_backend *be, rnnd_optimizer *opt, float *params, float *grads, const rnnd_batch *b,
                          int64_t step, size_t n) {
   memset(grads, 0, n * sizeof *grads);
-  rnnd_dropout dr = {9, step, 0.1f};
+  rnnd_dropout dr = {.seed = 9, .step = step, .p = 0.1f};
   double nll = be->ops->train_batch(be, params, grads, b, &dr, 1.0f / (float)b->n_tokens);
   double norm = grad_global_norm(grads, n);
   grad_clip(grads, n, norm, 0.5);
@@ -208,7 +215,7 @@ static void compare_big_decoder(gpu_test *t, rnnd_dtype storage) {
   char label[80];
   snprintf(label, sizeof label, "decoder V=50000, %lld rows (3 blocks) %s", (long long)b.n_tokens,
            rnnd_dtype_name(storage));
-  compare_batch(t, label, cpu, tested, params, &b, 0.0f, storage);
+  compare_batch(t, label, cpu, tested, params, &b, NULL, storage);
   cpu->ops->destroy(cpu);
   tested->ops->destroy(tested);
   free(params);
@@ -246,7 +253,8 @@ static void sweep_shapes(gpu_test *t, rnnd_dtype storage) {
     char label[96];
     snprintf(label, sizeof label, "shape %d: %d pieces x %d steps (%lld tokens) %s", s, b.n_pieces, b.n_steps,
              (long long)b.n_tokens, rnnd_dtype_name(storage));
-    compare_batch(t, label, cpu, tested, params, &b, 0.1f, storage);
+    rnnd_dropout dr = {.seed = 7, .step = 5, .p = 0.1f};
+    compare_batch(t, label, cpu, tested, params, &b, &dr, storage);
   }
   printf("workspace growths after the first sizing: %lld (workspace now %.2f MiB)\n",
          (long long)backend_workspace_growths(tested), tested->ops->workspace_bytes(tested) / 1048576.0);

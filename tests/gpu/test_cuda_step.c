@@ -106,7 +106,7 @@ static step_outcome reference_step(reference *r, const step_case *c, const rnnd_
   const size_t n = r->be->layout->numel;
   step_outcome o = {.scale = r->scaler.scale, .clip = 1.0};
   memset(r->grads, 0, n * sizeof *r->grads);
-  rnnd_dropout dr = {31, step, 0.1f};
+  rnnd_dropout dr = {.seed = 31, .step = step, .p = 0.1f};
   o.nll = r->be->ops->train_batch(r->be, r->compute, r->grads, b, &dr, (float)(o.scale / (double)b->n_tokens));
   if (c->precision != RNND_DTYPE_F32) amp_round_to_half(c->precision, r->grads, n, NULL);
   if (step == c->nan_step) r->grads[n - 1] = NAN;
@@ -126,7 +126,7 @@ static step_outcome reference_step(reference *r, const step_case *c, const rnnd_
 static step_outcome tested_step(rnnd_step *s, rnnd_loss_scaler *scaler, const step_case *c, const rnnd_batch *b,
                                 int step) {
   step_outcome o = {.scale = scaler->scale, .clip = 1.0};
-  rnnd_dropout dr = {31, step, 0.1f};
+  rnnd_dropout dr = {.seed = 31, .step = step, .p = 0.1f};
   rnnd_step_request req = {.loss_weight = (float)(o.scale / (double)b->n_tokens), .loss_scale = o.scale,
                            .inject_nan = step == c->nan_step};
   rnnd_step_gradient g;

@@ -96,7 +96,7 @@ static void run_backend(rnnd_backend *be, const float *params, const rnnd_batch 
   const int width = rnnd_state_width(&be->layout->shape);
   out->grads = RNND_ALLOC(float, n, "grads");
   out->state_out = RNND_ALLOC(float, (size_t)N_PIECES * width, "state out");
-  rnnd_dropout dr = {5, 3, c->dropout};
+  rnnd_dropout dr = {.seed = 5, .step = 3, .p = c->dropout};
   if (c->carry) be->ops->carry_state(be, state_in, out->state_out);
   out->loss = be->ops->train_batch(be, params, out->grads, b, &dr, 0.01f);
   be->ops->last_stats(be, &out->stats);

@@ -34,7 +34,8 @@ static int input_width(const cpu_backend *cb, int layer) { return layer == 0 ? c
 /* --- dropout ----------------------------------------------------------- */
 
 /* dst = src * mask / (1 - p); dst may equal src. The mask bit of (row, unit)
- * depends only on (seed, step, slot, piece id, position, unit). */
+ * depends only on (seed, step, slot, piece id, position, unit); locked
+ * dropout keys every position as 0, one mask per piece. */
 static void dropout_apply(float *dst, const float *src, int width, const rnnd_batch *b, const rnnd_dropout *dr,
                           int slot) {
   const float p = dr->p, scale = 1.0f / (1.0f - p);
@@ -44,7 +45,7 @@ static void dropout_apply(float *dst, const float *src, int width, const rnnd_ba
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
       int64_t row = b->step_offsets[t] + i;
-      uint64_t row_key = rng_dropout_row_key(slot_key, b->pieces[i].id, b->positions[row]);
+      uint64_t row_key = rng_dropout_row_key(slot_key, b->pieces[i].id, dr->locked ? 0 : b->positions[row]);
       const float *in = src + row * width;
       float *o = dst + row * width;
       for (int j = 0; j < width; j++) {
@@ -75,6 +76,11 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
     d->gb_ih = grads + o->bias_ih;
     d->gb_hh = grads + o->bias_hh;
   }
+  if (cb->hh_dropped) { /* weight dropout: the batch's dropped copy, and its own gradient */
+    d->w_hh = cb->hh_copy + cb->hh_at[layer][dir];
+    if (cb->dnnl) d->w_hh16 = cb->hh_copy16 + cb->hh_at[layer][dir];
+    if (grads) d->gw_hh = cb->hh_grad + cb->hh_at[layer][dir];
+  }
   const segment_link *k = &cb->link;
   if (dir == 0 && k->h0[layer]) {
     d->h0 = k->h0[layer];
@@ -95,7 +101,7 @@ static void direction_view(const cpu_backend *cb, const float *params, float *gr
 static const float *forward_layers(cpu_backend *cb, const float *params, const rnnd_batch *b,
                                    const rnnd_dropout *dr, const float **in) {
   float *x0 = cb->layer_in[0];
-  cb->input->forward(cb, params, b, x0);
+  cb->input->forward(cb, params, b, dr, x0);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x0, x0, cb->embed, b, dr, 0);
   in[0] = x0;
@@ -116,13 +122,92 @@ static const float *forward_layers(cpu_backend *cb, const float *params, const r
   return in[cb->layers];
 }
 
+/* --- weight dropout (DropConnect on the hidden-to-hidden matrices) -------- */
+
+/* What weight dropout multiplies element (row, col) of matrix m by: 0 or 1 / (1 - p). */
+static float weight_scale(const rnnd_dropout *dr, int m, int64_t row, int col) {
+  return rng_weight_dropout_uniform(dr->seed, dr->step, m, row, col) < dr->p_weight ? 0.0f
+                                                                                   : 1.0f / (1.0f - dr->p_weight);
+}
+
+/* Before a training batch: every W_hh dropped into hh_copy (and its bf16
+ * copy), hh_grad cleared, and the layers pointed at them. */
+static void drop_recurrent_weights(cpu_backend *cb, const float *params, const rnnd_dropout *dr) {
+  if (!dr || dr->p_weight <= 0.0f) return;
+  RNND_ASSERT(cb->hh_copy); /* capacity.weight_dropout */
+  const int64_t rows = (int64_t)cb->gates * cb->hidden;
+  for (int l = 0; l < cb->layers; l++)
+    for (int dir = 0; dir < cb->directions; dir++) {
+      const float *w = params + cb->base.layout->rnn[l][dir].weight_hh;
+      float *copy = cb->hh_copy + cb->hh_at[l][dir];
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; r++)
+        for (int j = 0; j < cb->hidden; j++)
+          copy[r * cb->hidden + j] = w[r * cb->hidden + j] * weight_scale(dr, 2 * l + dir, r, j);
+      memset(cb->hh_grad + cb->hh_at[l][dir], 0, (size_t)(rows * cb->hidden) * sizeof(float));
+      if (cb->dnnl)
+        for (int64_t i = 0; i < rows * cb->hidden; i++)
+          cb->hh_copy16[cb->hh_at[l][dir] + i] = rnnd_f32_to_bf16(copy[i]);
+    }
+  cb->hh_dropped = 1;
+}
+
+/* After it: dL/dW_hh = dL/d(dropped W_hh) * mask / (1 - p), into grads. */
+static void finish_weight_dropout(cpu_backend *cb, float *grads, const rnnd_dropout *dr) {
+  if (!cb->hh_dropped) return;
+  const int64_t rows = (int64_t)cb->gates * cb->hidden;
+  for (int l = 0; l < cb->layers; l++)
+    for (int dir = 0; dir < cb->directions; dir++) {
+      float *g = grads + cb->base.layout->rnn[l][dir].weight_hh;
+      const float *gd = cb->hh_grad + cb->hh_at[l][dir];
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; r++)
+        for (int j = 0; j < cb->hidden; j++) g[r * cb->hidden + j] += gd[r * cb->hidden + j] * weight_scale(dr, 2 * l + dir, r, j);
+    }
+  cb->hh_dropped = 0;
+}
+
+/* --- activation regularisers (AR, TAR) ------------------------------------ */
+
+/* AR: dy += weight * 2 alpha y / width on every row of the decoder input
+ * y, the gradient of weight * alpha * sum(y^2) / width. */
+static void add_ar_gradient(const cpu_backend *cb, float *dy, const float *y, const rnnd_batch *b,
+                            const rnnd_dropout *dr, float weight) {
+  if (!dr || dr->ar_alpha <= 0.0f || weight <= 0.0f) return;
+  const float k = weight * 2.0f * dr->ar_alpha / (float)cb->top;
+  const int64_t n = b->n_tokens * cb->top;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) dy[i] += k * y[i];
+}
+
+/* TAR: the gradient of weight * beta * sum((h_t - h_{t-1})^2) / width over
+ * consecutive steps of each piece, h the top layer's raw output, added
+ * into dh. Step t's row of piece i is step_offsets[t] + i. */
+static void add_tar_gradient(const cpu_backend *cb, float *dh, const float *h, const rnnd_batch *b,
+                             const rnnd_dropout *dr, float weight) {
+  if (!dr || dr->tar_beta <= 0.0f || weight <= 0.0f) return;
+  const float k = weight * 2.0f * dr->tar_beta / (float)cb->top;
+  const int W = cb->top;
+  /* steps in order: a row's two differences touch rows of other steps */
+  for (int t = 1; t < b->n_steps; t++)
+    for (int i = 0; i < b->batch_sizes[t]; i++) {
+      const int64_t now = (b->step_offsets[t] + i) * W, before = (b->step_offsets[t - 1] + i) * W;
+      for (int j = 0; j < W; j++) {
+        float g = k * (h[now + j] - h[before + j]);
+        dh[now + j] += g;
+        dh[before + j] -= g;
+      }
+    }
+}
+
 /* --- backward ----------------------------------------------------------- */
 
 static void backward_layers(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
-                            const rnnd_dropout *dr, const float **in) {
+                            const rnnd_dropout *dr, const float **in, float weight) {
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b;
   if (use_dropout && !cb->head->reads_before_dropout) dropout_apply(d_out, d_out, cb->top, b, dr, cb->layers);
+  add_tar_gradient(cb, d_out, cb->layer_out[cb->layers - 1], b, dr, weight);
   for (int l = cb->layers - 1; l >= 0; l--) {
     int width = input_width(cb, l);
     for (int dir = 0; dir < cb->directions; dir++) {
@@ -136,7 +221,7 @@ static void backward_layers(cpu_backend *cb, const float *params, float *grads, 
     d_out = d_in;
     d_in = swap;
   }
-  cb->input->backward(cb, grads, b, d_out);
+  cb->input->backward(cb, grads, b, dr, d_out);
 }
 
 /* --- 16-bit storage ----------------------------------------------------- */
@@ -161,7 +246,7 @@ static const float *forward_layers16(cpu_backend *cb, const float *params, const
                                      const rnnd_dropout *dr) {
   const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
   float *x = cb->layer_in[0], *out = cb->layer_out[0];
-  cb->input->forward(cb, params, b, x);
+  cb->input->forward(cb, params, b, dr, x);
   int use_dropout = dr && dr->p > 0.0f;
   if (use_dropout) dropout_apply(x, x, cb->embed, b, dr, 0);
   store16(cb, cb->in16[0], x, T * cb->embed);
@@ -186,7 +271,7 @@ static const float *forward_layers16(cpu_backend *cb, const float *params, const
 /* Backward of the layers from the 16-bit saved activations; gradients that
  * cross a layer boundary are rounded to the storage format. */
 static void backward_layers16(cpu_backend *cb, const float *params, float *grads, const rnnd_batch *b,
-                              const rnnd_dropout *dr) {
+                              const rnnd_dropout *dr, float weight) {
   const int64_t T = b->n_tokens, GH = (int64_t)cb->gates * cb->hidden;
   int use_dropout = dr && dr->p > 0.0f;
   float *d_out = cb->grad_a, *d_in = cb->grad_b, *x = cb->layer_in[0], *out = cb->layer_out[0];
@@ -199,6 +284,7 @@ static void backward_layers16(cpu_backend *cb, const float *params, float *grads
     int width = input_width(cb, l);
     load16(cb, x, cb->in16[l], T * width);
     load16(cb, out, cb->out16[l], T * cb->top);
+    if (l == cb->layers - 1) add_tar_gradient(cb, d_out, out, b, dr, weight); /* out: the top's raw output */
     for (int dir = 0; dir < cb->directions; dir++) {
       cpu_rnn_dir d;
       direction_view(cb, params, grads, l, dir, &d);
@@ -216,7 +302,7 @@ static void backward_layers16(cpu_backend *cb, const float *params, float *grads
     d_out = d_in;
     d_in = swap;
   }
-  cb->input->backward(cb, grads, b, d_out);
+  cb->input->backward(cb, grads, b, dr, d_out);
 }
 
 /* --- ops ---------------------------------------------------------------- */
@@ -303,6 +389,8 @@ typedef struct {
   const float *params;
   float *grads;            /* NULL: evaluation */
   float *out;              /* predict_batch: the head's outputs (else NULL) */
+  const rnnd_dropout *dr;  /* training: the batch's regularisers (AR in head, TAR in backward) */
+  float weight;            /* training: the loss weight the head was given */
   const float *y;          /* the decoder input of the last forward */
   const float *in[RNND_MAX_LAYERS + 1]; /* fp32: the buffer that fed each layer */
 } cpu_run;
@@ -327,14 +415,19 @@ static double run_head(void *context, const rnnd_batch *v, float weight) {
     r->cb->head->outputs(r->cb, r->params, r->y, v, r->out);
     return 0.0;
   }
-  if (weight > 0.0f) return r->cb->head->loss(r->cb, r->params, r->grads, r->y, r->cb->grad_a, v, weight);
+  r->weight = weight;
+  if (weight > 0.0f) {
+    double nll = r->cb->head->loss(r->cb, r->params, r->grads, r->y, r->cb->grad_a, v, weight);
+    add_ar_gradient(r->cb, r->cb->grad_a, r->y, v, r->dr, weight);
+    return nll;
+  }
   return r->cb->head->loss(r->cb, r->params, NULL, r->y, NULL, v, 0.0f);
 }
 
 static void run_backward(void *context, const rnnd_batch *v, const rnnd_dropout *dr) {
   cpu_run *r = context;
-  if (r->cb->storage != RNND_DTYPE_F32) backward_layers16(r->cb, r->params, r->grads, v, dr);
-  else backward_layers(r->cb, r->params, r->grads, v, dr, r->in);
+  if (r->cb->storage != RNND_DTYPE_F32) backward_layers16(r->cb, r->params, r->grads, v, dr, r->weight);
+  else backward_layers(r->cb, r->params, r->grads, v, dr, r->in, r->weight);
 }
 
 /* The state after the view's last step: kept for the next segment, or
@@ -370,8 +463,10 @@ static double cpu_train_batch(rnnd_backend *be, const float *params, float *grad
   /* by segments, the saved gates are those of the first segment, recomputed last */
   cb->last_train_tokens = cb->segment && b->n_steps > cb->segment ? b->step_offsets[cb->segment] : b->n_tokens;
   weights_to_bf16(cb, params);
-  cpu_run run = {.cb = cb, .params = params, .grads = grads};
+  drop_recurrent_weights(cb, params, dr);
+  cpu_run run = {.cb = cb, .params = params, .grads = grads, .dr = dr};
   double nll = schedule_run(&cpu_schedule, &run, b, cb->segment, cb->segment_offsets, dr, loss_weight);
+  finish_weight_dropout(cb, grads, dr);
   end_batch(cb);
   return nll;
 }
@@ -474,6 +569,9 @@ static void cpu_destroy(rnnd_backend *be) {
   free(cb->class_logits);
   free(cb->class_pieces);
   free(cb->prediction);
+  free(cb->hh_copy);
+  free(cb->hh_grad);
+  free(cb->hh_copy16);
   for (int l = 0; l < cb->layers; l++) {
     free(cb->boundary_h[l]);
     free(cb->boundary_c[l]);
@@ -556,6 +654,18 @@ static void allocate_segment_states(cpu_backend *cb) {
   }
 }
 
+/* capacity.weight_dropout: a dropped copy of every W_hh and its gradient. */
+static void allocate_weight_dropout(cpu_backend *cb) {
+  if (!cb->cap.weight_dropout) return;
+  const int64_t matrix = (int64_t)cb->gates * cb->hidden * cb->hidden;
+  int64_t at = 0;
+  for (int l = 0; l < cb->layers; l++)
+    for (int dir = 0; dir < cb->directions; dir++, at += matrix) cb->hh_at[l][dir] = at;
+  cb->hh_copy = cpu_take(cb, at, 1, 0);
+  cb->hh_grad = cpu_take(cb, at, 1, 0);
+  if (cb->dnnl) cb->hh_copy16 = cpu_take16(cb, at, 1, 0);
+}
+
 static void allocate_buffers(cpu_backend *cb) {
   const int64_t T = cb->rows, B = cb->cap.max_pieces, GH = (int64_t)cb->gates * cb->hidden;
   if (cb->storage == RNND_DTYPE_F32) allocate_fp32_activations(cb);
@@ -581,6 +691,7 @@ static void allocate_buffers(cpu_backend *cb) {
   }
   cb->head->allocate(cb);
   if (cb->segment) allocate_segment_states(cb);
+  allocate_weight_dropout(cb);
 }
 
 /* bf16 storage computes its products in bf16 through oneDNN where the build

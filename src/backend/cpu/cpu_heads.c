@@ -12,6 +12,7 @@
 #include "cpu_internal.h"
 #include "cpu_math.h"
 #include "rnnd/common.h"
+#include "rnnd/rng.h"
 
 /* Row (in the view) of piece i's last step, or -1 if it is not in this
  * view: where the forward direction's final hidden state is (the backward
@@ -505,24 +506,46 @@ const cpu_head_ops *cpu_head_for(const rnnd_model_shape *s) {
 
 /* --- the first layer's input ------------------------------------------------- */
 
-static void embedding_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
-  const float *embedding = params + cb->base.layout->embedding_weight;
-  for (int64_t r = 0; r < b->n_tokens; r++)
-    memcpy(x0 + r * cb->embed, embedding + (int64_t)b->inputs[r] * cb->embed, (size_t)cb->embed * sizeof(float));
+/* What embedding dropout multiplies word id's vector by in this batch:
+ * 0 (dropped) or 1 / (1 - p); 1 without it. */
+static float embedding_scale(const rnnd_dropout *dr, int32_t id) {
+  if (!dr || dr->p_embedding <= 0.0f) return 1.0f;
+  return rng_embedding_dropout_uniform(dr->seed, dr->step, id) < dr->p_embedding ? 0.0f
+                                                                                : 1.0f / (1.0f - dr->p_embedding);
 }
 
-/* Scatter-adds dL/d(embedded input) into the embedding rows it came from. */
-static void embedding_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
+static void embedding_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, const rnnd_dropout *dr,
+                              float *x0) {
+  const float *embedding = params + cb->base.layout->embedding_weight;
+  for (int64_t r = 0; r < b->n_tokens; r++) {
+    const float *row = embedding + (int64_t)b->inputs[r] * cb->embed;
+    const float s = embedding_scale(dr, b->inputs[r]);
+    float *x = x0 + r * cb->embed;
+    if (s == 1.0f) memcpy(x, row, (size_t)cb->embed * sizeof(float));
+    else
+      for (int j = 0; j < cb->embed; j++) x[j] = row[j] * s;
+  }
+}
+
+/* Scatter-adds dL/d(embedded input) into the embedding rows it came from
+ * (times their embedding-dropout scale). */
+static void embedding_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const rnnd_dropout *dr,
+                               const float *d_x) {
   float *g_embedding = grads + cb->base.layout->embedding_weight;
   for (int64_t r = 0; r < b->n_tokens; r++) {
     float *g = g_embedding + (int64_t)b->inputs[r] * cb->embed;
-    const float *src = d_x + r * cb->embed;
-    for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+    const float *src = d_x + r * cb->embed, s = embedding_scale(dr, b->inputs[r]);
+    if (s == 1.0f)
+      for (int j = 0; j < cb->embed; j++) g[j] += src[j];
+    else
+      for (int j = 0; j < cb->embed; j++) g[j] += src[j] * s;
   }
 }
 
 /* x0 = values W_in^T + b_in. */
-static void projection_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0) {
+static void projection_forward(const cpu_backend *cb, const float *params, const rnnd_batch *b, const rnnd_dropout *dr,
+                               float *x0) {
+  (void)dr;
   const rnnd_layout *l = cb->base.layout;
   fill_rows(x0, b->n_tokens, cb->embed, params + l->input_bias);
   gemm_nt_par((int)b->n_tokens, cb->embed, cb->n_features, b->series_in, cb->n_features, params + l->input_weight,
@@ -530,7 +553,9 @@ static void projection_forward(const cpu_backend *cb, const float *params, const
 }
 
 /* The input projection's weight and bias gradients. */
-static void projection_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x) {
+static void projection_backward(const cpu_backend *cb, float *grads, const rnnd_batch *b, const rnnd_dropout *dr,
+                                const float *d_x) {
+  (void)dr;
   const rnnd_layout *l = cb->base.layout;
   gemm_tn_par(cb->embed, cb->n_features, (int)b->n_tokens, d_x, cb->embed, b->series_in, cb->n_features,
               grads + l->input_weight, cb->n_features, 1.0f);

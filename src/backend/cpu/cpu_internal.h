@@ -54,12 +54,14 @@ typedef struct {
 } cpu_head_ops;
 
 /* What feeds the first layer: the embedding of the inputs, or (regress) the
- * input projection of the series values. */
+ * input projection of the series values. dr: the batch's regularisers
+ * (NULL: none); the embedding applies its embedding dropout. */
 typedef struct {
   const char *name;
-  void (*forward)(const cpu_backend *cb, const float *params, const rnnd_batch *b, float *x0);
+  void (*forward)(const cpu_backend *cb, const float *params, const rnnd_batch *b, const rnnd_dropout *dr, float *x0);
   /* Adds dL/d(x0) into the gradients of the parameters that made x0. */
-  void (*backward)(const cpu_backend *cb, float *grads, const rnnd_batch *b, const float *d_x0);
+  void (*backward)(const cpu_backend *cb, float *grads, const rnnd_batch *b, const rnnd_dropout *dr,
+                   const float *d_x0);
 } cpu_input_ops;
 
 struct cpu_backend {
@@ -118,6 +120,14 @@ struct cpu_backend {
   int n_features;
   float *prediction;            /* [rows, n_features], then d(loss)/d(prediction) */
   rnnd_head_stats stats;        /* of the last batch (classify, regress) */
+  /* weight dropout (capacity.weight_dropout): every hidden-to-hidden
+   * matrix dropped for the current training batch, its gradient, and (bf16
+   * products) its bf16 copy, at hh_at[layer][dir]; hh_dropped says the
+   * layers read them. */
+  float *hh_copy, *hh_grad;
+  uint16_t *hh_copy16;
+  int64_t hh_at[RNND_MAX_LAYERS][2];
+  int hh_dropped;
   /* carry_state for the next batch (borrowed; NULL: zero state) */
   const float *stream_in;
   float *stream_out;

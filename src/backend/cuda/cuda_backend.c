@@ -62,6 +62,8 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
   cb->targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
   cb->row_piece = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
+  cb->prev_row = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
+  cb->next_row = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
   cb->seq_lengths = cuda_carve(base, &used, (size_t)B * sizeof(int32_t));
   cb->segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
   cb->grad_segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
@@ -84,6 +86,8 @@ static size_t assign_host_buffers(cuda_backend *cb, uintptr_t base) {
     set->targets = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
     set->positions = cuda_carve(base, &used, (size_t)T * sizeof(int32_t));
     set->row_piece = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
+    set->prev_row = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
+    set->next_row = cuda_carve(base, &used, (size_t)T * sizeof(int64_t));
     set->lengths = cuda_carve(base, &used, (size_t)cb->cap.max_pieces * sizeof(int32_t));
     if (cb->head->carve_staging) cb->head->carve_staging(cb, base, &used, set);
   }
@@ -268,6 +272,8 @@ const char *cuda_backend_supports(const rnnd_model_shape *shape) {
 rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
   const char *missing = cuda_backend_supports(&layout->shape);
   if (missing) rnnd_input_error("%s on the CUDA backend (use the CPU)", missing);
+  if (cap->weight_dropout)
+    rnnd_input_error("config: model.weight_dropout is not implemented on the CUDA backend yet (set train.device = cpu)");
   cuda_backend *cb = RNND_ALLOC(cuda_backend, 1, "CUDA backend");
   const rnnd_model_shape *s = &layout->shape;
   cb->base.ops = &cuda_ops;

@@ -332,19 +332,20 @@ const cuda_head_ops *cuda_head_for(const rnnd_model_shape *s) {
 
 /* --- the first layer's input ------------------------------------------------------ */
 
-static void embedding_forward(cuda_backend *cb, int64_t rows) {
+static void embedding_forward(cuda_backend *cb, int64_t rows, const rnnd_dropout *dr) {
   cuda_gather_embedding(cb->x[0], cb->storage, params16_at(cb, cb->base.layout->embedding_weight), cb->inputs, rows,
-                        cb->embed, cb->stream);
+                        cb->embed, dr ? dr->seed : 0, dr ? dr->step : 0, dr ? dr->p_embedding : 0.0f, cb->stream);
 }
 
-static void embedding_backward(cuda_backend *cb, const void *dx0, int64_t rows) {
+static void embedding_backward(cuda_backend *cb, const void *dx0, int64_t rows, const rnnd_dropout *dr) {
   cuda_scatter_add_embedding(cb->grads + cb->base.layout->embedding_weight, dx0, cb->storage, cb->inputs, rows,
-                             cb->embed, cb->stream);
+                             cb->embed, dr ? dr->seed : 0, dr ? dr->step : 0, dr ? dr->p_embedding : 0.0f, cb->stream);
 }
 
 /* x0[rows, E] = bias rows, then += values W_in^T (column-major: [E x rows]
  * += W_in-as-stored(T) [E x F] * values [F x rows]). */
-static void projection_forward(cuda_backend *cb, int64_t rows) {
+static void projection_forward(cuda_backend *cb, int64_t rows, const rnnd_dropout *dr) {
+  (void)dr;
   const rnnd_layout *l = cb->base.layout;
   const int F = cb->heads.n_features, E = cb->embed;
   const float one = 1.0f;
@@ -356,7 +357,8 @@ static void projection_forward(cuda_backend *cb, int64_t rows) {
 
 /* W_in grad [E x F] (column-major [F x E]) += values [F x rows] dx0^T;
  * bias grad += column sums of dx0. */
-static void projection_backward(cuda_backend *cb, const void *dx0, int64_t rows) {
+static void projection_backward(cuda_backend *cb, const void *dx0, int64_t rows, const rnnd_dropout *dr) {
+  (void)dr;
   const rnnd_layout *l = cb->base.layout;
   const int F = cb->heads.n_features, E = cb->embed;
   const float one = 1.0f;

@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
   int32_t *inputs, *targets, *positions, *lengths;
   int64_t *row_piece;
+  int64_t *prev_row, *next_row; /* the row of the same piece one step before and after (-1: none), for TAR */
   float *series;   /* regress: [tokens, F] in, [tokens, F] target, [F] std */
   uint8_t *scored; /* regress: [tokens] */
   cudaEvent_t copied;
@@ -155,8 +156,9 @@ typedef struct {
  * projection, and the backward of that from dL/dx0. */
 typedef struct {
   const char *name;
-  void (*forward)(cuda_backend *cb, int64_t rows);
-  void (*backward)(cuda_backend *cb, const void *dx0, int64_t rows);
+  /* dr: the batch's regularisers (NULL: none); the embedding applies its embedding dropout */
+  void (*forward)(cuda_backend *cb, int64_t rows, const rnnd_dropout *dr);
+  void (*backward)(cuda_backend *cb, const void *dx0, int64_t rows, const rnnd_dropout *dr);
 } cuda_input_ops;
 
 struct cuda_backend {
@@ -189,6 +191,9 @@ struct cuda_backend {
   int64_t ones_count; /* all of them set to 1 (the decoder and the classifier read different lengths) */
   int32_t *inputs, *targets, *positions, *seq_lengths;
   int64_t *row_piece;
+  int64_t *prev_row, *next_row; /* [tokens] as in cuda_staging */
+  const rnnd_dropout *regularise; /* cuda_backend_run: the batch's regularisers (AR in the head, TAR in backward) */
+  float loss_weight;              /* ... and the loss weight they scale by */
   void *workspace;    /* in the temp allocation */
   size_t cudnn_workspace_bytes;
   cuda_temp temp;

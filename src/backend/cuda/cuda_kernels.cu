@@ -25,33 +25,64 @@ unsigned grid_for(int64_t n) {
   return (unsigned)(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
 }
 
+/* Embedding dropout's factor for word id (the CPU backend's embedding_scale). */
+__device__ static float embedding_scale(int32_t id, uint64_t seed, int64_t step, float p) {
+  if (p <= 0.0f) return 1.0f;
+  return rng_embedding_dropout_uniform(seed, step, id) < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
 template <typename T>
-__global__ void gather_embedding(T *x, const T *table, const int32_t *ids, int64_t rows, int width) {
+__global__ void gather_embedding(T *x, const T *table, const int32_t *ids, int64_t rows, int width, uint64_t seed,
+                                 int64_t step, float p) {
   int64_t n = rows * width;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t r = i / width;
-    x[i] = table[(int64_t)ids[r] * width + (i - r * width)];
+    T v = table[(int64_t)ids[r] * width + (i - r * width)];
+    x[i] = p > 0.0f ? from_f32<T>(to_f32(v) * embedding_scale(ids[r], seed, step, p)) : v;
   }
 }
 
 template <typename T>
-__global__ void scatter_add_embedding(float *grad, const T *dx, const int32_t *ids, int64_t rows, int width) {
+__global__ void scatter_add_embedding(float *grad, const T *dx, const int32_t *ids, int64_t rows, int width,
+                                      uint64_t seed, int64_t step, float p) {
   int64_t n = rows * width;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t r = i / width;
-    atomicAdd(&grad[(int64_t)ids[r] * width + (i - r * width)], to_f32(dx[i]));
+    atomicAdd(&grad[(int64_t)ids[r] * width + (i - r * width)], to_f32(dx[i]) * embedding_scale(ids[r], seed, step, p));
+  }
+}
+
+/* AR: dy += k y, elementwise. */
+template <typename T>
+__global__ void add_scaled(T *dy, const T *y, int64_t n, float k) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    dy[i] = from_f32<T>(to_f32(dy[i]) + k * to_f32(y[i]));
+}
+
+/* TAR: dh[r] += k (h[r] - h[prev[r]]) - k (h[next[r]] - h[r]), rows without
+ * a step before or after (prev/next -1) taking only the other term. */
+template <typename T>
+__global__ void add_temporal(T *dh, const T *h, const int64_t *prev, const int64_t *next, int64_t rows, int width,
+                             float k) {
+  int64_t n = rows * width;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / width, j = i - r * width;
+    float here = to_f32(h[i]), g = 0.0f;
+    if (prev[r] >= 0) g += k * (here - to_f32(h[prev[r] * width + j]));
+    if (next[r] >= 0) g -= k * (to_f32(h[next[r] * width + j]) - here);
+    dh[i] = from_f32<T>(to_f32(dh[i]) + g);
   }
 }
 
 template <typename T>
 __global__ void dropout(T *dst, const T *src, int64_t rows, int width, const int64_t *row_piece,
-                        const int32_t *row_position, uint64_t slot_key, float p) {
+                        const int32_t *row_position, uint64_t slot_key, float p, int locked) {
   const float scale = 1.0f / (1.0f - p);
   int64_t n = rows * width;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t r = i / width;
     int unit = (int)(i - r * width);
-    uint64_t row_key = rng_dropout_row_key(slot_key, row_piece[r], row_position[r]);
+    uint64_t row_key = rng_dropout_row_key(slot_key, row_piece[r], locked ? 0 : row_position[r]);
     float u = rng_dropout_uniform(row_key, unit);
     dst[i] = from_f32<T>(u < p ? 0.0f : to_f32(src[i]) * scale);
   }
@@ -365,24 +396,38 @@ __global__ void add_f64(double *acc, const double *x) { *acc += *x; }
   } while (0)
 
 extern "C" void cuda_gather_embedding(void *x, rnnd_dtype d, const void *table, const int32_t *ids, int64_t rows,
-                                      int width, cudaStream_t stream) {
+                                      int width, uint64_t seed, int64_t step, float p, cudaStream_t stream) {
   if (rows <= 0) return;
-  DISPATCH(d, (gather_embedding<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)x, (const T *)table, ids, rows, width)));
+  DISPATCH(d, (gather_embedding<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)x, (const T *)table, ids, rows,
+                                                                                 width, seed, step, p)));
 }
 
 extern "C" void cuda_scatter_add_embedding(float *grad_table, const void *dx, rnnd_dtype d, const int32_t *ids,
-                                           int64_t rows, int width, cudaStream_t stream) {
+                                           int64_t rows, int width, uint64_t seed, int64_t step, float p,
+                                           cudaStream_t stream) {
   if (rows <= 0) return;
   DISPATCH(d, (scatter_add_embedding<T><<<grid_for(rows * width), kThreads, 0, stream>>>(grad_table, (const T *)dx,
-                                                                                       ids, rows, width)));
+                                                                                       ids, rows, width, seed, step, p)));
 }
 
 extern "C" void cuda_dropout(void *dst, const void *src, rnnd_dtype d, int64_t rows, int width,
                              const int64_t *row_piece, const int32_t *row_position, uint64_t slot_key, float p,
-                             cudaStream_t stream) {
+                             int locked, cudaStream_t stream) {
   if (rows <= 0) return;
   DISPATCH(d, (dropout<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)dst, (const T *)src, rows, width,
-                                                                         row_piece, row_position, slot_key, p)));
+                                                                         row_piece, row_position, slot_key, p, locked)));
+}
+
+extern "C" void cuda_add_scaled(void *dy, const void *y, rnnd_dtype d, int64_t n, float k, cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (add_scaled<T><<<grid_for(n), kThreads, 0, stream>>>((T *)dy, (const T *)y, n, k)));
+}
+
+extern "C" void cuda_add_temporal(void *dh, const void *h, rnnd_dtype d, const int64_t *prev, const int64_t *next,
+                                  int64_t rows, int width, float k, cudaStream_t stream) {
+  if (rows <= 0) return;
+  DISPATCH(d, (add_temporal<T><<<grid_for(rows * width), kThreads, 0, stream>>>((T *)dh, (const T *)h, prev, next,
+                                                                               rows, width, k)));
 }
 
 extern "C" void cuda_softmax_xent(float *logits, void *grad16, rnnd_dtype d, const void *bias,

@@ -28,16 +28,23 @@ typedef struct {
   int64_t count;
 } cuda_weight_segment;
 
-/* x[r, :] = table[ids[r], :], r < rows; table and x both in D. */
+/* x[r, :] = table[ids[r], :] times word ids[r]'s embedding-dropout factor
+ * of (seed, step, p) (rng.h; p 0: none), r < rows; table and x both in D. */
 void cuda_gather_embedding(void *x, rnnd_dtype d, const void *table, const int32_t *ids, int64_t rows, int width,
-                           cudaStream_t stream);
-/* grad_table[ids[r], :] += dx[r, :]. */
+                           uint64_t seed, int64_t step, float p, cudaStream_t stream);
+/* grad_table[ids[r], :] += dx[r, :] times the same factor. */
 void cuda_scatter_add_embedding(float *grad_table, const void *dx, rnnd_dtype d, const int32_t *ids, int64_t rows,
-                                int width, cudaStream_t stream);
+                                int width, uint64_t seed, int64_t step, float p, cudaStream_t stream);
 /* dst = src * mask / (1 - p) in place or not; the mask of row r depends on
- * (slot_key, row_piece[r], row_position[r], unit) as in rng.h. */
+ * (slot_key, row_piece[r], row_position[r] (0 when locked), unit) as in rng.h. */
 void cuda_dropout(void *dst, const void *src, rnnd_dtype d, int64_t rows, int width, const int64_t *row_piece,
-                  const int32_t *row_position, uint64_t slot_key, float p, cudaStream_t stream);
+                  const int32_t *row_position, uint64_t slot_key, float p, int locked, cudaStream_t stream);
+/* AR's gradient: dy[i] += k y[i], i < n, both in D. */
+void cuda_add_scaled(void *dy, const void *y, rnnd_dtype d, int64_t n, float k, cudaStream_t stream);
+/* TAR's gradient: dh[r] += k (h[r] - h[prev[r]]) - k (h[next[r]] - h[r]) for
+ * the rows of the step before and after in the same piece (-1: none). */
+void cuda_add_temporal(void *dh, const void *h, rnnd_dtype d, const int64_t *prev, const int64_t *next, int64_t rows,
+                       int width, float k, cudaStream_t stream);
 /* Per row: logits += bias (in D); row_nll[r] = logsumexp - logit[target]. With
  * weight > 0 the row becomes weight * (softmax - onehot(target)) in fp32,
  * and also in D into grad16 when grad16 is not NULL. */

@@ -250,7 +250,10 @@ void cuda_layers_upload(cuda_backend *cb, const rnnd_batch *b) {
   for (int i = 0; i < b->n_pieces; i++) set->lengths[i] = 0;
   for (int t = 0; t < b->n_steps; t++)
     for (int i = 0; i < b->batch_sizes[t]; i++) {
-      set->row_piece[b->step_offsets[t] + i] = b->pieces[i].id;
+      const int64_t row = b->step_offsets[t] + i;
+      set->row_piece[row] = b->pieces[i].id;
+      set->prev_row[row] = t > 0 ? b->step_offsets[t - 1] + i : -1;
+      set->next_row[row] = t + 1 < b->n_steps && i < b->batch_sizes[t + 1] ? b->step_offsets[t + 1] + i : -1;
       set->lengths[i]++;
     }
   memcpy(set->inputs, b->inputs, (size_t)T * sizeof(int32_t));
@@ -261,6 +264,8 @@ void cuda_layers_upload(cuda_backend *cb, const rnnd_batch *b) {
   CUDA_CHECK(cudaMemcpyAsync(cb->targets, set->targets, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(cb->positions, set->positions, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(cb->row_piece, set->row_piece, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->prev_row, set->prev_row, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(cb->next_row, set->next_row, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(cb->seq_lengths, set->lengths, (size_t)b->n_pieces * sizeof(int32_t),
                              cudaMemcpyHostToDevice, s));
   if (cb->head->upload) cb->head->upload(cb, b, set);
@@ -272,7 +277,8 @@ void cuda_layers_upload(cuda_backend *cb, const rnnd_batch *b) {
 static void apply_dropout(cuda_backend *cb, void *dst, const void *src, int64_t rows, int width,
                           const rnnd_dropout *dr, int slot) {
   uint64_t slot_key = rng_dropout_slot_key(dr->seed, dr->step, slot);
-  cuda_dropout(dst, src, cb->storage, rows, width, cb->row_piece, cb->positions, slot_key, dr->p, cb->stream);
+  cuda_dropout(dst, src, cb->storage, rows, width, cb->row_piece, cb->positions, slot_key, dr->p, dr->locked,
+               cb->stream);
 }
 
 /* --- forward ---------------------------------------------------------------- */
@@ -281,7 +287,7 @@ static void apply_dropout(cuda_backend *cb, void *dst, const void *src, int64_t 
 void cuda_layers_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout *dr, int training) {
   const int64_t T = b->n_tokens;
   const int use_dropout = dr && dr->p > 0.0f;
-  cb->input->forward(cb, T); /* from the compute copy (16-bit: the rounded weights) */
+  cb->input->forward(cb, T, dr); /* from the compute copy (16-bit: the rounded weights) */
   if (use_dropout) apply_dropout(cb, cb->x[0], cb->x[0], T, cb->embed, dr, 0);
   const cuda_state_link *k = &cb->link;
   for (int l = 0; l < cb->layers; l++) {
@@ -313,6 +319,9 @@ void cuda_layers_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
   void *d_out = cb->grad_a, *d_in = cb->grad_b;
   const cuda_state_link *k = &cb->link;
   if (use_dropout && !cb->head->reads_before_dropout) apply_dropout(cb, d_out, d_out, T, cb->top, dr, cb->layers);
+  if (dr && dr->tar_beta > 0.0f && cb->loss_weight > 0.0f) /* TAR on the top layer's raw output */
+    cuda_add_temporal(d_out, cb->y[cb->layers - 1], cb->storage, cb->prev_row, cb->next_row, T, cb->top,
+                      cb->loss_weight * 2.0f * dr->tar_beta / (float)cb->top, cb->stream);
   for (int l = cb->layers - 1; l >= 0; l--) {
     cuda_layer *L = &cb->layer[l];
     /* BackwardData first: BackwardWeights reads what it leaves in the reserve. */
@@ -333,7 +342,7 @@ void cuda_layers_backward(cuda_backend *cb, const rnnd_batch *b, const rnnd_drop
     d_out = d_in;
     d_in = swap;
   }
-  cb->input->backward(cb, d_out, T);
+  cb->input->backward(cb, d_out, T, dr);
   cuda_gradient_final(cb, 0);
 }
 

@@ -143,6 +143,10 @@ static void run_forward(void *context, const rnnd_batch *v, const rnnd_dropout *
 static double run_head(void *context, const rnnd_batch *v, float weight) {
   cuda_backend *cb = context;
   cb->head->pass(cb, v, weight, weight > 0.0f ? cb->grad_a : NULL);
+  const rnnd_dropout *dr = cb->regularise;
+  if (weight > 0.0f && dr && dr->ar_alpha > 0.0f) /* AR on the decoder input */
+    cuda_add_scaled(cb->grad_a, cb->x[cb->layers], cb->storage, v->n_tokens * cb->top,
+                    weight * 2.0f * dr->ar_alpha / (float)cb->top, cb->stream);
   return 0.0;
 }
 
@@ -160,7 +164,10 @@ void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout 
   if (cb->head->begin) cb->head->begin(cb);
   if (g->stream_in) load_stream_state(cb, b->n_pieces);
   g->listener = cb->gradient_ready;
+  cb->regularise = dr;
+  cb->loss_weight = weight;
   schedule_run(&cuda_schedule, cb, b, g->segment, g->view_offsets, dr, weight);
+  cb->regularise = NULL;
   cb->gradient_ready = g->listener;
   if (g->stream_out) store_stream_state(cb, b->batch_sizes[b->n_steps - 1]);
   if (cb->head->finish) {

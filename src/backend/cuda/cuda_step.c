@@ -311,6 +311,9 @@ static size_t carve_host(cuda_step *cs, uintptr_t base) {
 
 rnnd_step *cuda_step_create(rnnd_backend *be, float *params, rnnd_optimizer *opt, const rnnd_step_options *o) {
   if (strcmp(be->ops->name, "cuda")) RNND_FAIL("cuda_step_create needs a CUDA backend, not '%s'", be->ops->name);
+  if (opt->avg)
+    rnnd_input_error("config: train.ema_decay (averaged weights) is not implemented in the CUDA step yet (set "
+                     "train.device = cpu)");
   cuda_step *cs = RNND_ALLOC(cuda_step, 1, "CUDA step");
   cs->cb = (cuda_backend *)be;
   cs->options = *o;
