@@ -66,6 +66,12 @@ CONFIG_KEYS = {
         "decoder_bias_init": (("zero", "unigram"), "zero"),
         "cutoffs": (str, "2000,10000"),
         "div_value": (float, "4.0"),
+        # the AWD-LSTM regularisers: read, and refused below unless off (not reproduced here yet)
+        "locked_dropout": (bool, "false"),
+        "embedding_dropout": (float, "0.0"),
+        "weight_dropout": (float, "0.0"),
+        "ar_alpha": (float, "0.0"),
+        "tar_beta": (float, "0.0"),
     },
     "data": {
         "dir": (str, ""),
@@ -106,6 +112,8 @@ CONFIG_KEYS = {
         "eval_every": (int, "0"),
         "threads": (int, "0"),
         "time_limit_s": (float, "0"),
+        "ema_decay": (float, "0.0"),  # refused below unless 0, as the regularisers
+        "ema_start": (int, "1"),
     },
     "amp": {  # ignored: fp32 only
         "loss_scaling": (bool, "true"),
@@ -203,6 +211,11 @@ def load_config(path, overrides, data_dir):
                  % (m["embed"], m["hidden"] * dirs))
     if m["decoder_bias_init"] == "unigram" and (m["task"] != "lm" or m["decoder"] != "softmax"):
         sys.exit("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax")
+    unsupported = [f"model.{k}" for k in ("locked_dropout", "embedding_dropout", "weight_dropout", "ar_alpha", "tar_beta")
+                   if m[k]] + (["train.ema_decay"] if cfg["train"]["ema_decay"] else [])
+    if unsupported:
+        sys.exit("config: %s: this PyTorch reference does not implement the AWD-LSTM regularisers yet"
+                 % ", ".join(unsupported))
     return cfg
 
 
