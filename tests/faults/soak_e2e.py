@@ -68,11 +68,38 @@ def checkpoints_readable(out):
     return True, names
 
 
+def session_members(sid):
+    """Pids of the processes in session `sid` (field 6 of /proc/PID/stat)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry))
+    return pids
+
+
 def kill_group(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL to the whole job at once: mpirun and every rank. Open MPI puts
+    each rank in a process group of its own, so killing mpirun's group left
+    the ranks running until they noticed (rank 0 could still publish a
+    checkpoint and `latest` after the "kill"); they all stay in the session
+    the job was started in, so every member of it is killed, and waited for."""
+    for _ in range(100):
+        members = session_members(proc.pid)
+        if not members:
+            break
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
     proc.wait()
 
 
