@@ -68,3 +68,21 @@ double relative_error(const float *a, const double *b, size_t n, double floor) {
   }
   return max_diff / (max_ref > floor ? max_ref : floor);
 }
+
+double fixture_worst_gradient_error(const fixture *f, const char *path, const float *grads, double tolerance,
+                                    const char **worst_name) {
+  double worst = 0.0;
+  *worst_name = "none";
+  for (int i = 0; i < f->layout.n_views; i++) {
+    const rnnd_param_view *v = &f->layout.views[i];
+    char name[128];
+    snprintf(name, sizeof name, "/reference/grad/%s", v->name);
+    double *ref = RNND_ALLOC(double, v->numel, "reference gradient");
+    if (!fixture_read_doubles(path, name, ref, v->numel)) RNND_FAIL("%s: missing %s", path, name);
+    double err = relative_error(grads + v->offset, ref, v->numel, 1e-12);
+    if (err > tolerance) printf("  FAIL %s: %s relative error %.3e\n", path, v->name, err);
+    if (err > worst) worst = err, *worst_name = v->name;
+    free(ref);
+  }
+  return worst;
+}

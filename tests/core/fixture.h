@@ -28,6 +28,11 @@ void fixture_free(fixture *f);
 int fixture_read_doubles(const char *path, const char *name, double *out, size_t count);
 /* max|a - b| / max(max|b|, floor). */
 double relative_error(const float *a, const double *b, size_t n, double floor);
+/* The worst relative error of grads against /reference/grad/NAME over every
+ * parameter view (*worst_name names it); prints a FAIL line for each view
+ * above tolerance. */
+double fixture_worst_gradient_error(const fixture *f, const char *path, const float *grads, double tolerance,
+                                    const char **worst_name);
 /* threads: CPU threads of the backend (0 = all). */
 rnnd_backend *fixture_backend(const fixture *f, int max_pieces, int threads);
 

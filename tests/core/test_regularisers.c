@@ -51,17 +51,9 @@ static int check(const char *path, int threads) {
   double loss = be->ops->train_batch(be, f.params, f.grads, &batch, &dr, (float)(1.0 / count)) / count, ref;
   if (!fixture_read_doubles(path, "/reference/loss", &ref, 1)) RNND_FAIL("%s: no /reference/loss", path);
   double worst = fabs(loss - ref) / fabs(ref);
-  const char *worst_name = "loss";
-  for (int i = 0; i < f.layout.n_views; i++) {
-    const rnnd_param_view *v = &f.layout.views[i];
-    char name[128];
-    snprintf(name, sizeof name, "/reference/grad/%s", v->name);
-    double *want = RNND_ALLOC(double, v->numel, "reference gradient");
-    if (!fixture_read_doubles(path, name, want, v->numel)) RNND_FAIL("%s: missing %s", path, name);
-    double err = relative_error(f.grads + v->offset, want, v->numel, 1e-12);
-    if (err > worst) worst = err, worst_name = v->name;
-    free(want);
-  }
+  const char *worst_name = "loss", *worst_view;
+  double grad_err = fixture_worst_gradient_error(&f, path, f.grads, TOLERANCE, &worst_view);
+  if (grad_err > worst) worst = grad_err, worst_name = worst_view;
   int failed = worst > TOLERANCE;
   printf("%s %s (%d threads): mean NLL %.8f (torch %.8f), worst relative error %.2e (%s)\n", failed ? "FAIL" : "ok  ",
          path, threads, loss, ref, worst, worst_name);
