@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install_deps.sh [--with-test-tools] — installs the Debian 12 packages that
 # rnn_dist needs and are missing (build tools, Open MPI, HDF5, OpenBLAS,
-# oneDNN for bf16 products on the CPU, Python with h5py, numpy and
+# oneDNN for bf16 products on the CPU (with the OpenCL headers its CMake
+# config requires), Python with h5py, numpy and
 # matplotlib for rnn_plot, and
 # for the test suite and reference checks Python with PyTorch, h5py, numpy,
 # matplotlib, clang with libFuzzer and valgrind, R for the forecasting
@@ -12,7 +13,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config bc
-          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools zlib1g-dev libopenblas-dev libdnnl-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools zlib1g-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
           bible-kjv python3 python3-h5py python3-numpy python3-matplotlib)
 if [ "${1:-}" = "--with-test-tools" ]; then
   packages+=(python3-torch clang libclang-rt-14-dev valgrind
