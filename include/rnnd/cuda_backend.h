@@ -53,6 +53,10 @@ typedef struct rnnd_nccl rnnd_nccl;
 rnnd_nccl *nccl_create(const rnnd_comm *comm, double timeout_s);
 void nccl_destroy(rnnd_nccl *nccl);
 
+/* NULL when the CUDA step runs this optimizer, else why not (averaged
+ * weights: train.ema_decay); device_open_step then drives the CUDA backend
+ * with the host step. */
+const char *cuda_step_supports(const rnnd_optimizer *opt);
 /* The device-resident training step (step.h) on a CUDA backend: master
  * weights, gradient and optimizer state on the GPU, the gradient summed
  * over the ranks by NCCL (several ranks: it creates the communicator)

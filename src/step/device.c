@@ -52,7 +52,12 @@ rnnd_backend *device_open_backend(const rnnd_device_choice *d, const rnnd_layout
 rnnd_step *device_open_step(const rnnd_device_choice *d, rnnd_backend *be, float *params, rnnd_optimizer *opt,
                             const rnnd_step_options *o) {
 #ifdef RNND_HAVE_CUDA
-  if (d->cuda) return cuda_step_create(be, params, opt, o);
+  if (d->cuda) {
+    const char *why_not = cuda_step_supports(opt);
+    if (!why_not) return cuda_step_create(be, params, opt, o);
+    rnnd_warn0("rnn_dist: %s: the CUDA backend runs under the host step (optimizer on the host; weights and "
+               "gradient cross PCIe every step)\n", why_not);
+  }
 #else
   (void)d;
 #endif

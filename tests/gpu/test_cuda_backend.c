@@ -110,16 +110,16 @@ static void compare_case(gpu_test *t, const model_case *c, const char *label) {
   batch_init(&b, pieces, 23, ds.n_tokens);
   fill_batch(&b, &ds, 0, pieces);
   rnnd_backend_capacity cap = {.max_pieces = pieces, .max_steps = b.n_steps, .max_tokens = b.n_tokens, .threads = 1,
-                               .storage = c->storage};
+                               .storage = c->storage, .weight_dropout = 1};
   rnnd_backend *cpu = cpu_backend_create(&layout, &cap), *tested = t->create_tested(&layout, &cap);
   float *params = RNND_ALLOC(float, layout.numel, "params");
   model_init_params(&layout, params, 3);
   round_weights(c->storage, params, layout.numel);
   rnnd_dropout dr = {.seed = 7, .step = 5, .p = (float)c->dropout_tenths / 10.0f};
   compare_batch(t, label, cpu, tested, params, &b, &dr, c->storage);
-  if (dr.p > 0.0f) { /* the AWD-LSTM regularisers too: locked and embedding dropout, AR, TAR */
+  if (dr.p > 0.0f) { /* the AWD-LSTM regularisers too: locked, embedding and weight dropout, AR, TAR */
     rnnd_dropout awd = {.seed = 7, .step = 5, .p = dr.p, .locked = 1, .p_embedding = 0.2f, .ar_alpha = 2.0f,
-                        .tar_beta = 1.0f};
+                        .tar_beta = 1.0f, .p_weight = 0.3f};
     char regularised[160];
     snprintf(regularised, sizeof regularised, "%s +regularisers", label);
     compare_batch(t, regularised, cpu, tested, params, &b, &awd, c->storage);

@@ -67,6 +67,7 @@ static size_t assign_device_buffers(cuda_backend *cb, uintptr_t base) {
   cb->seq_lengths = cuda_carve(base, &used, (size_t)B * sizeof(int32_t));
   cb->segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
   cb->grad_segments = cuda_carve(base, &used, MAX_SEGMENTS * sizeof(cuda_weight_segment));
+  cb->hh_blocks = cuda_carve(base, &used, MAX_HH_BLOCKS * sizeof(cuda_hh_block));
   if (cb->head->carve) cb->head->carve(cb, base, &used);
   size_t before_segments = used;
   cuda_segments_carve(cb, base, &used);
@@ -272,8 +273,6 @@ const char *cuda_backend_supports(const rnnd_model_shape *shape) {
 rnnd_backend *cuda_backend_create(const rnnd_layout *layout, const rnnd_backend_capacity *cap) {
   const char *missing = cuda_backend_supports(&layout->shape);
   if (missing) rnnd_input_error("%s on the CUDA backend (use the CPU)", missing);
-  if (cap->weight_dropout)
-    rnnd_input_error("config: model.weight_dropout is not implemented on the CUDA backend yet (set train.device = cpu)");
   cuda_backend *cb = RNND_ALLOC(cuda_backend, 1, "CUDA backend");
   const rnnd_model_shape *s = &layout->shape;
   cb->base.ops = &cuda_ops;

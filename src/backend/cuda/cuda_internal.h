@@ -29,6 +29,7 @@
 #define DECODER_BLOCK_FLOATS (1 << 24)
 #define DECODER_MIN_ROWS 64
 #define MAX_SEGMENTS (RNND_MAX_LAYERS * 2 * 8 * 2)
+#define MAX_HH_BLOCKS (RNND_MAX_LAYERS * 2 * 4) /* layers x directions x gates */
 
 typedef struct {
   cudnnRNNDescriptor_t desc;
@@ -202,6 +203,13 @@ struct cuda_backend {
   int n_segments;
   int64_t longest_segment;
   int layer_segments[RNND_MAX_LAYERS][2]; /* first segment and count of each layer */
+  /* weight dropout: every gate block of every W_hh in the weight spaces
+   * (device table), the first block and count of each layer, and whether
+   * the spaces now hold the dropped weights of a training batch */
+  cuda_hh_block *hh_blocks;
+  int n_hh_blocks;
+  int layer_hh_blocks[RNND_MAX_LAYERS][2];
+  int hh_dropped;
   int decoder_rows;
   /* pinned host staging: the batch's index arrays (two alternating sets),
    * the gradient, the loss */
@@ -252,6 +260,11 @@ void cuda_layers_size_temp(cuda_backend *cb);
 void cuda_layers_build_segment_table(cuda_backend *cb);
 /* Weight spaces (and the 16-bit copy) <- the device's canonical fp32 weights. */
 void cuda_layers_refresh_weights(cuda_backend *cb);
+/* Weight dropout (dr->p_weight > 0) for one training batch: the dropped
+ * W_hh into the weight spaces before it, the undropped ones back after it
+ * (layer_gradient scales the W_hh gradient in between). */
+void cuda_layers_drop_recurrent(cuda_backend *cb, const rnnd_dropout *dr);
+void cuda_layers_restore_recurrent(cuda_backend *cb);
 /* Device parameters <- the host's (unless the CUDA step holds them), then refresh. */
 void cuda_layers_upload_params(cuda_backend *cb, const float *params);
 /* Stops the run on a batch beyond the capacity. */

@@ -182,6 +182,33 @@ __global__ void space_add_to_canonical(float *canonical, const char *space, cons
     canonical[s.canonical_offset + i] += to_f32(src[i]);
 }
 
+/* Weight dropout's factor of element i of block b (rng.h; p 0: 1). */
+__device__ static float hh_factor(const cuda_hh_block &b, int64_t i, uint64_t seed, int64_t step, float p) {
+  if (p <= 0.0f) return 1.0f;
+  int64_t row = b.first_row + i / b.width;
+  int col = (int)(i % b.width);
+  return rng_weight_dropout_uniform(seed, step, b.matrix, row, col) < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
+/* blockIdx.y picks the block, as canonical_to_space. */
+template <typename T>
+__global__ void hh_dropout_to_space(char *space, const float *canonical, const cuda_hh_block *blocks, uint64_t seed,
+                                    int64_t step, float p) {
+  cuda_hh_block b = blocks[blockIdx.y];
+  T *dst = (T *)(space + b.space_offset);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < b.count; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = from_f32<T>(canonical[b.canonical_offset + i] * hh_factor(b, i, seed, step, p));
+}
+
+template <typename T>
+__global__ void hh_dropout_scale_gradient(char *space, const cuda_hh_block *blocks, uint64_t seed, int64_t step,
+                                          float p) {
+  cuda_hh_block b = blocks[blockIdx.y];
+  T *g = (T *)(space + b.grad_offset);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < b.count; i += (int64_t)gridDim.x * blockDim.x)
+    g[i] = from_f32<T>(to_f32(g[i]) * hh_factor(b, i, seed, step, p));
+}
+
 __global__ void to_wire_kernel_f16(__half *wire, const float *g, int64_t n, unsigned long long *counts) {
   unsigned long long nonzero = 0, lost = 0;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -473,6 +500,22 @@ extern "C" void cuda_space_add_to_canonical(float *canonical, const void *space,
   if (n <= 0) return;
   DISPATCH(d, (space_add_to_canonical<T><<<segment_grid(n, longest), kThreads, 0, stream>>>(
                   canonical, (const char *)space, segments)));
+}
+
+extern "C" void cuda_hh_dropout_to_space(void *space, rnnd_dtype d, const float *canonical, const cuda_hh_block *blocks,
+                                         int n, int64_t longest, uint64_t seed, int64_t step, float p,
+                                         cudaStream_t stream) {
+  if (n <= 0) return;
+  DISPATCH(d, (hh_dropout_to_space<T><<<segment_grid(n, longest), kThreads, 0, stream>>>((char *)space, canonical,
+                                                                                        blocks, seed, step, p)));
+}
+
+extern "C" void cuda_hh_dropout_scale_gradient(void *space, rnnd_dtype d, const cuda_hh_block *blocks, int n,
+                                               int64_t longest, uint64_t seed, int64_t step, float p,
+                                               cudaStream_t stream) {
+  if (n <= 0 || p <= 0.0f) return;
+  DISPATCH(d, (hh_dropout_scale_gradient<T><<<segment_grid(n, longest), kThreads, 0, stream>>>((char *)space, blocks,
+                                                                                              seed, step, p)));
 }
 
 extern "C" void cuda_to_wire(void *wire, rnnd_dtype w, const float *g, int64_t n, unsigned long long *counts,

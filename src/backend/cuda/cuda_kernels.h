@@ -28,6 +28,19 @@ typedef struct {
   int64_t count;
 } cuda_weight_segment;
 
+/* One gate's block of a hidden-to-hidden matrix in a layer's weight space,
+ * for weight dropout: `count` elements, row-major with `width` columns, that
+ * are rows first_row.. of matrix `matrix` (2 * layer + direction, rng.h's
+ * numbering) and start at canonical_offset in the canonical buffer; the
+ * block's weights are at space_offset and its gradient at grad_offset
+ * (bytes into the weight-space allocation). */
+typedef struct {
+  int64_t canonical_offset;
+  int64_t space_offset, grad_offset;
+  int64_t count, first_row;
+  int matrix, width;
+} cuda_hh_block;
+
 /* x[r, :] = table[ids[r], :] times word ids[r]'s embedding-dropout factor
  * of (seed, step, p) (rng.h; p 0: none), r < rows; table and x both in D. */
 void cuda_gather_embedding(void *x, rnnd_dtype d, const void *table, const int32_t *ids, int64_t rows, int width,
@@ -61,6 +74,15 @@ void cuda_canonical_to_space(void *space, rnnd_dtype d, const float *canonical, 
                              int n, int64_t longest, cudaStream_t stream);
 void cuda_space_add_to_canonical(float *canonical, const void *space, rnnd_dtype d,
                                  const cuda_weight_segment *segments, int n, int64_t longest, cudaStream_t stream);
+/* Weight dropout (rng.h's factors of (seed, step, p): 0 or 1 / (1 - p)).
+ * to_space: each block's weights in the space = canonical weights times
+ * the factors, rounded once to D (p 0: the undropped weights back);
+ * scale_gradient: each block's weight-space gradient times the same
+ * factors, which turns dL/d(dropped W_hh) into dL/dW_hh. */
+void cuda_hh_dropout_to_space(void *space, rnnd_dtype d, const float *canonical, const cuda_hh_block *blocks, int n,
+                              int64_t longest, uint64_t seed, int64_t step, float p, cudaStream_t stream);
+void cuda_hh_dropout_scale_gradient(void *space, rnnd_dtype d, const cuda_hh_block *blocks, int n, int64_t longest,
+                                    uint64_t seed, int64_t step, float p, cudaStream_t stream);
 
 /* --- the task heads and the carried state (cuda_heads.c, cuda_segments.c) --- */
 

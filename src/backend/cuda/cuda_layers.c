@@ -162,12 +162,24 @@ static void add_segment(cuda_backend *cb, cuda_weight_segment *table, cuda_weigh
   if (count > cb->longest_segment) cb->longest_segment = count;
 }
 
+/* A gate block of W_hh (segment w, its gradient gw) for weight dropout:
+ * rows first_row.. of matrix `matrix`. */
+static void add_hh_block(cuda_backend *cb, cuda_hh_block *hh, const cuda_weight_segment *w,
+                         const cuda_weight_segment *gw, int matrix, int first_row) {
+  if (cb->n_hh_blocks == MAX_HH_BLOCKS) RNND_FAIL("more than %d hidden-to-hidden blocks", MAX_HH_BLOCKS);
+  hh[cb->n_hh_blocks++] = (cuda_hh_block){.canonical_offset = w->canonical_offset, .space_offset = w->space_offset,
+                                          .grad_offset = gw->space_offset, .count = w->count,
+                                          .first_row = first_row, .matrix = matrix, .width = cb->hidden};
+}
+
 /* Where each gate's matrix and bias of each layer and direction lives in
  * the weight space: linear layer k < gates is gate k of weight_ih/bias_ih,
  * gates + k the same gate of weight_hh/bias_hh. */
 void cuda_layers_build_segment_table(cuda_backend *cb) {
   cuda_weight_segment table[MAX_SEGMENTS], grad_table[MAX_SEGMENTS];
+  cuda_hh_block hh[MAX_HH_BLOCKS];
   const int H = cb->hidden, G = cb->gates;
+  cb->n_hh_blocks = 0;
   cudnnTensorDescriptor_t m_desc, b_desc;
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&m_desc));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&b_desc));
@@ -175,6 +187,7 @@ void cuda_layers_build_segment_table(cuda_backend *cb) {
   for (int l = 0; l < cb->layers; l++) {
     const cuda_layer *L = &cb->layer[l];
     cb->layer_segments[l][0] = cb->n_segments;
+    cb->layer_hh_blocks[l][0] = cb->n_hh_blocks;
     for (int dir = 0; dir < cb->directions; dir++) {
       const rnnd_rnn_offsets *o = &cb->base.layout->rnn[l][dir];
       for (int k = 0; k < 2 * G; k++) {
@@ -186,9 +199,12 @@ void cuda_layers_build_segment_table(cuda_backend *cb) {
         size_t b = (recurrent ? o->bias_hh : o->bias_ih) + (size_t)gate * H;
         add_segment(cb, table, grad_table, L, w, matrix, (int64_t)H * width);
         add_segment(cb, table, grad_table, L, b, bias, H);
+        if (recurrent) add_hh_block(cb, hh, &table[cb->n_segments - 2], &grad_table[cb->n_segments - 2],
+                                    2 * l + dir, gate * H);
       }
     }
     cb->layer_segments[l][1] = cb->n_segments - cb->layer_segments[l][0];
+    cb->layer_hh_blocks[l][1] = cb->n_hh_blocks - cb->layer_hh_blocks[l][0];
   }
   CUDNN_CHECK(cudnnDestroyTensorDescriptor(m_desc));
   CUDNN_CHECK(cudnnDestroyTensorDescriptor(b_desc));
@@ -199,6 +215,8 @@ void cuda_layers_build_segment_table(cuda_backend *cb) {
                              cb->stream));
   CUDA_CHECK(cudaMemcpyAsync(cb->grad_segments, grad_table, (size_t)cb->n_segments * sizeof *grad_table,
                              cudaMemcpyHostToDevice, cb->stream));
+  CUDA_CHECK(cudaMemcpyAsync(cb->hh_blocks, hh, (size_t)cb->n_hh_blocks * sizeof *hh, cudaMemcpyHostToDevice,
+                             cb->stream));
   CUDA_CHECK(cudaStreamSynchronize(cb->stream));
 }
 
@@ -217,6 +235,27 @@ void cuda_layers_upload_params(cuda_backend *cb, const float *params) {
   const size_t numel = cb->base.layout->numel;
   CUDA_CHECK(cudaMemcpyAsync(cb->params, params, numel * sizeof(float), cudaMemcpyHostToDevice, cb->stream));
   cuda_layers_refresh_weights(cb);
+}
+
+/* --- weight dropout ------------------------------------------------------ */
+
+/* Before a training batch with dr->p_weight > 0: every W_hh block of the
+ * weight spaces becomes the batch's dropped weights, computed from the fp32
+ * canonical weights (as the CPU backend's dropped copy). */
+void cuda_layers_drop_recurrent(cuda_backend *cb, const rnnd_dropout *dr) {
+  if (!dr || dr->p_weight <= 0.0f) return;
+  cuda_hh_dropout_to_space(cb->arena, cb->storage, cb->params, cb->hh_blocks, cb->n_hh_blocks,
+                           (int64_t)cb->hidden * cb->hidden, dr->seed, dr->step, dr->p_weight, cb->stream);
+  cb->hh_dropped = 1;
+}
+
+/* After it: the undropped weights back, so that evaluation and the next
+ * batch see them whether or not an update refreshes the spaces. */
+void cuda_layers_restore_recurrent(cuda_backend *cb) {
+  if (!cb->hh_dropped) return;
+  cuda_hh_dropout_to_space(cb->arena, cb->storage, cb->params, cb->hh_blocks, cb->n_hh_blocks,
+                           (int64_t)cb->hidden * cb->hidden, 0, 0, 0.0f, cb->stream);
+  cb->hh_dropped = 0;
 }
 
 /* --- batch ---------------------------------------------------------------- */
@@ -305,8 +344,14 @@ void cuda_layers_forward(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropo
 
 /* --- backward ----------------------------------------------------------- */
 
-/* Layer l's weight-space gradient into the canonical one. */
+/* Layer l's weight-space gradient into the canonical one (with weight
+ * dropout, its W_hh blocks first times the batch's factors). */
 static void layer_gradient(cuda_backend *cb, int l) {
+  const rnnd_dropout *dr = cb->regularise;
+  if (cb->hh_dropped && dr)
+    cuda_hh_dropout_scale_gradient(cb->arena, cb->storage, cb->hh_blocks + cb->layer_hh_blocks[l][0],
+                                   cb->layer_hh_blocks[l][1], (int64_t)cb->hidden * cb->hidden, dr->seed, dr->step,
+                                   dr->p_weight, cb->stream);
   cuda_space_add_to_canonical(cb->grads, cb->arena, cb->storage, cb->grad_segments + cb->layer_segments[l][0],
                               cb->layer_segments[l][1], cb->longest_segment, cb->stream);
   cuda_gradient_final(cb, cb->base.layout->rnn[l][0].weight_ih);

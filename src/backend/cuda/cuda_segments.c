@@ -166,7 +166,9 @@ void cuda_backend_run(cuda_backend *cb, const rnnd_batch *b, const rnnd_dropout 
   g->listener = cb->gradient_ready;
   cb->regularise = dr;
   cb->loss_weight = weight;
+  cuda_layers_drop_recurrent(cb, dr);
   schedule_run(&cuda_schedule, cb, b, g->segment, g->view_offsets, dr, weight);
+  cuda_layers_restore_recurrent(cb);
   cb->regularise = NULL;
   cb->gradient_ready = g->listener;
   if (g->stream_out) store_stream_state(cb, b->batch_sizes[b->n_steps - 1]);

@@ -309,11 +309,16 @@ static size_t carve_host(cuda_step *cs, uintptr_t base) {
   return used;
 }
 
+/* Averaged weights would need a device copy that evaluation and model
+ * files read in place of the master weights; the host step keeps them. */
+const char *cuda_step_supports(const rnnd_optimizer *opt) {
+  return opt->avg ? "train.ema_decay (averaged weights) is kept by the host optimizer" : NULL;
+}
+
 rnnd_step *cuda_step_create(rnnd_backend *be, float *params, rnnd_optimizer *opt, const rnnd_step_options *o) {
   if (strcmp(be->ops->name, "cuda")) RNND_FAIL("cuda_step_create needs a CUDA backend, not '%s'", be->ops->name);
-  if (opt->avg)
-    rnnd_input_error("config: train.ema_decay (averaged weights) is not implemented in the CUDA step yet (set "
-                     "train.device = cpu)");
+  const char *why_not = cuda_step_supports(opt);
+  if (why_not) RNND_FAIL("cuda_step_create: %s (device_open_step uses the host step then)", why_not);
   cuda_step *cs = RNND_ALLOC(cuda_step, 1, "CUDA step");
   cs->cb = (cuda_backend *)be;
   cs->options = *o;
