@@ -38,6 +38,7 @@ A reference tool only; the C code never runs it.
 
 import argparse
 import configparser
+import contextlib
 import math
 import os
 import sys
@@ -66,7 +67,7 @@ CONFIG_KEYS = {
         "decoder_bias_init": (("zero", "unigram"), "zero"),
         "cutoffs": (str, "2000,10000"),
         "div_value": (float, "4.0"),
-        # the AWD-LSTM regularisers: read, and refused below unless off (not reproduced here yet)
+        # the AWD-LSTM regularisers (AWD_KEYS; their PyTorch form: awd_loss_sum)
         "locked_dropout": (bool, "false"),
         "embedding_dropout": (float, "0.0"),
         "weight_dropout": (float, "0.0"),
@@ -87,7 +88,7 @@ CONFIG_KEYS = {
     },
     "train": {
         "device": (("auto", "cpu", "cuda"), "auto"),  # ignored: always CPU here
-        "precision": (("fp32", "fp16", "bf16"), "fp32"),  # ignored: this reference trains in fp32
+        "precision": (("fp32", "fp16", "bf16"), "fp32"),  # fp32 here unless --autocast (bf16)
         "seed": (int, "1234"),
         "steps": (int, "0"),
         "epochs": (int, "1"),
@@ -112,7 +113,7 @@ CONFIG_KEYS = {
         "eval_every": (int, "0"),
         "threads": (int, "0"),
         "time_limit_s": (float, "0"),
-        "ema_decay": (float, "0.0"),  # refused below unless 0, as the regularisers
+        "ema_decay": (float, "0.0"),  # averaged weights for evaluation: WeightAverage
         "ema_start": (int, "1"),
     },
     "amp": {  # ignored: fp32 only
@@ -144,6 +145,9 @@ CONFIG_KEYS = {
 
 TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
+
+
+AWD_KEYS = ("locked_dropout", "embedding_dropout", "weight_dropout", "ar_alpha", "tar_beta")
 
 
 def convert(section, key, text, where):
@@ -211,11 +215,10 @@ def load_config(path, overrides, data_dir):
                  % (m["embed"], m["hidden"] * dirs))
     if m["decoder_bias_init"] == "unigram" and (m["task"] != "lm" or m["decoder"] != "softmax"):
         sys.exit("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax")
-    unsupported = [f"model.{k}" for k in ("locked_dropout", "embedding_dropout", "weight_dropout", "ar_alpha", "tar_beta")
-                   if m[k]] + (["train.ema_decay"] if cfg["train"]["ema_decay"] else [])
-    if unsupported:
-        sys.exit("config: %s: this PyTorch reference does not implement the AWD-LSTM regularisers yet"
-                 % ", ".join(unsupported))
+    awd = [f"model.{k}" for k in AWD_KEYS if m[k]] + (["train.ema_decay"] if cfg["train"]["ema_decay"] else [])
+    if awd and (m["task"] != "lm" or m["bidirectional"] or m["decoder"] != "softmax" or cfg["data"]["mode"] != "pieces"):
+        sys.exit("config: %s: the AWD-LSTM regularisers here are for a unidirectional language model with the "
+                 "full softmax on data.mode = pieces" % ", ".join(awd))
     return cfg
 
 
@@ -234,6 +237,15 @@ def parse_command_line():
     p.add_argument("--c-dropout", action="store_true",
                    help="with --match-rnn-dist: also apply rnn_dist's exact dropout masks (layers run one "
                         "at a time), so both programs compute the same function at every step")
+    p.add_argument("--autocast", action="store_true",
+                   help="with train.precision = bf16: train and evaluate under torch.autocast('cpu', "
+                        "torch.bfloat16), PyTorch's own mixed precision (default: fp32 whatever the precision)")
+    p.add_argument("--layout", choices=("packed", "padded"), default="packed",
+                   help="batches as PackedSequence (default; rnn_dist's packing) or padded [T, B] tensors "
+                        "(nn.LSTM's fused oneDNN kernel; padded positions computed, not counted)")
+    p.add_argument("--curve", metavar="FILE.csv",
+                   help="write minutes,ppl,step for every evaluation (train.eval_every and the end), minutes "
+                        "on the training clock (evaluations included), for bench/time_to_quality.py --csv")
     p.add_argument("--save", metavar="MODEL.h5", help="write the trained model (model-file format)")
     p.add_argument("--eval-only-checkpoint", metavar="MODEL.h5",
                    help="evaluate this model file on --data instead of training")
@@ -241,6 +253,8 @@ def parse_command_line():
     args = p.parse_args()
     if args.c_dropout and args.config and "mode = stream" in open(args.config).read():
         p.error("--c-dropout is for data.mode = pieces")
+    if args.layout == "padded" and (args.c_dropout or args.eval_only_checkpoint):
+        p.error("--layout padded is for training with PyTorch's own masks (not --c-dropout or --eval-only-checkpoint)")
     if args.c_dropout and not args.match_rnn_dist:
         p.error("--c-dropout needs --match-rnn-dist (the masks are keyed by rnn_dist's piece ids)")
     if args.eval_only_checkpoint and not args.data:
@@ -249,7 +263,10 @@ def parse_command_line():
         p.error("--data is only for --eval-only-checkpoint")
     if not args.config and not args.eval_only_checkpoint:
         p.error("a config file is needed for training")
-    return args, load_config(args.config, args.set, args.data_dir)
+    cfg = load_config(args.config, args.set, args.data_dir)
+    if args.c_dropout and any(cfg["model"][k] for k in AWD_KEYS):
+        p.error("--c-dropout reproduces model.dropout's masks only, not the AWD-LSTM regularisers'")
+    return args, cfg
 
 
 def thread_count(threads):
@@ -364,6 +381,164 @@ class LanguageModel(nn.Module):
         if isinstance(rnn, nn.GRU):
             return torch._VF.gru(x, batch_sizes, zeros, weights, True, 1, 0.0, True, rnn.bidirectional)[0]
         return torch._VF.lstm(x, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, True, rnn.bidirectional)[0]
+
+
+# ---------------------------------------------------------------------------
+# The AWD-LSTM regularisers and averaged weights (Merity et al. 2017), as a
+# PyTorch user writes them: rnn_dist's model.* keys with the same
+# definitions (tests/torch_reference.py regularised_loss), PyTorch's own
+# random masks
+# ---------------------------------------------------------------------------
+
+
+class PackedIndex:
+    """Row bookkeeping of a packed batch: the sequence (column) of every row
+    and, for TAR, the rows with a predecessor in the same sequence and that
+    predecessor's row (row (t, b) = first[t] + b)."""
+
+    def __init__(self, batch_sizes):
+        sizes = batch_sizes.numpy()
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self.column = torch.from_numpy(np.concatenate([np.arange(n) for n in sizes]))
+        later = [np.arange(n) + first[t] for t, n in enumerate(sizes) if t > 0]
+        self.current = torch.from_numpy(np.concatenate(later)) if later else torch.zeros(0, dtype=torch.int64)
+        prev = [np.arange(n) + first[t - 1] for t, n in enumerate(sizes) if t > 0]
+        self.previous = torch.from_numpy(np.concatenate(prev)) if prev else torch.zeros(0, dtype=torch.int64)
+
+
+def sequence_dropout(x, p, index, locked):
+    """Dropout on packed rows: locked (variational) draws one mask per
+    sequence, reused at every step; otherwise ordinary dropout."""
+    if p <= 0.0:
+        return x
+    if not locked:
+        return F.dropout(x, p, training=True)
+    mask = x.new_empty(int(index.column.max()) + 1, x.shape[1]).bernoulli_(1.0 - p) / (1.0 - p)
+    return x * mask[index.column]
+
+
+def at_least_fp32(x):
+    """Sums of squares in fp32 at least (under autocast x may be bf16)."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+def awd_loss_sum(model, inputs, targets, m):
+    """(NLL sum + AR + TAR, NLL sum) of one packed batch in training:
+    embedding dropout (whole word vectors), weight dropout on each W_hh (one
+    mask per batch, AWD-LSTM's WeightDrop), dropout (locked or not) on the
+    embedding output, between layers and on the top output, AR = alpha *
+    sum(y^2) / H over the dropped top output, TAR = beta * sum((h_t -
+    h_{t-1})^2) / H over the raw top output within each sequence."""
+    index, p, locked = PackedIndex(inputs.batch_sizes), m["dropout"], m["locked_dropout"]
+    weight = model.embedding.weight
+    if m["embedding_dropout"] > 0.0:
+        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - m["embedding_dropout"])
+        weight = weight * keep / (1.0 - m["embedding_dropout"])
+    x = sequence_dropout(F.embedding(inputs.data, weight), p, index, locked)
+    rnn = model.rnn
+    zeros = x.new_zeros(1, int(inputs.batch_sizes[0]), rnn.hidden_size)
+    for layer in range(rnn.num_layers):
+        weights = [getattr(rnn, "%s_l%d" % (name, layer)) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if m["weight_dropout"] > 0.0:
+            weights[1] = F.dropout(weights[1], m["weight_dropout"], training=True)
+        if isinstance(rnn, nn.GRU):
+            raw = torch._VF.gru(x, inputs.batch_sizes, zeros, weights, True, 1, 0.0, True, False)[0]
+        else:
+            raw = torch._VF.lstm(x, inputs.batch_sizes, (zeros, zeros), weights, True, 1, 0.0, True, False)[0]
+        x = sequence_dropout(raw, p, index, locked)
+    nll = F.cross_entropy(model.decoder(x), targets, reduction="sum")
+    reg = x.new_zeros(())
+    if m["ar_alpha"] > 0.0:
+        reg = reg + m["ar_alpha"] * at_least_fp32(x).pow(2).sum() / rnn.hidden_size
+    if m["tar_beta"] > 0.0:
+        step = at_least_fp32(raw[index.current]) - at_least_fp32(raw[index.previous])
+        reg = reg + m["tar_beta"] * step.pow(2).sum() / rnn.hidden_size
+    return nll + reg, nll
+
+
+def padded_dropout(x, p, locked):
+    """Dropout on a [T, B, W] tensor: locked draws one [B, W] mask for all steps."""
+    if p <= 0.0:
+        return x
+    if not locked:
+        return F.dropout(x, p, training=True)
+    return x * (x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p))
+
+
+def run_padded_layer(rnn, layer, x, weights):
+    """Layer `layer` of a unidirectional rnn on padded [T, B, W] input from a zero
+    state (the cuDNN-style fused kernel, oneDNN's on the CPU); padding comes
+    after each sequence's end, so valid outputs do not see it."""
+    zeros = x.new_zeros(1, x.shape[1], rnn.hidden_size)
+    if isinstance(rnn, nn.GRU):
+        return torch._VF.gru(x, zeros, weights, True, 1, 0.0, True, False, False)[0]
+    return torch._VF.lstm(x, (zeros, zeros), weights, True, 1, 0.0, True, False, False)[0]
+
+
+def awd_loss_sum_padded(model, batch, m):
+    """awd_loss_sum on a padded batch (make_padded_batch): the same function,
+    computed on [T, B] with the padded positions masked out of every sum."""
+    inputs, targets, valid = batch
+    p, locked = m["dropout"], m["locked_dropout"]
+    weight = model.embedding.weight
+    if m["embedding_dropout"] > 0.0:
+        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - m["embedding_dropout"])
+        weight = weight * keep / (1.0 - m["embedding_dropout"])
+    x = padded_dropout(F.embedding(inputs, weight), p, locked)
+    rnn = model.rnn
+    for layer in range(rnn.num_layers):
+        weights = [getattr(rnn, "%s_l%d" % (name, layer)) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if m["weight_dropout"] > 0.0:
+            weights[1] = F.dropout(weights[1], m["weight_dropout"], training=True)
+        raw = run_padded_layer(rnn, layer, x, weights)
+        x = padded_dropout(raw, p, locked)
+    logits = model.decoder(x)
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+    reg = x.new_zeros((), dtype=torch.float32)
+    if m["ar_alpha"] > 0.0:
+        reg = reg + m["ar_alpha"] * (at_least_fp32(x).pow(2).sum(2) * valid).sum() / rnn.hidden_size
+    if m["tar_beta"] > 0.0:
+        step = at_least_fp32(raw[1:]) - at_least_fp32(raw[:-1])
+        reg = reg + m["tar_beta"] * (step.pow(2).sum(2) * valid[1:] * valid[:-1]).sum() / rnn.hidden_size
+    return nll + reg, nll
+
+
+def loss_sum_padded(model, batch):
+    """Evaluation on a padded batch: NLL sum over the valid targets."""
+    inputs, targets, _ = batch
+    out, _ = model.rnn(model.embedding(inputs))
+    logits = model.decoder(out)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+
+
+class WeightAverage:
+    """train.ema_decay / ema_start, as rnn_dist's optimizer: after update
+    number ema_start the average is a copy of the weights, after each later
+    update avg = decay * avg + (1 - decay) * weights. Evaluation swaps it in."""
+
+    def __init__(self, params, decay, start):
+        self.params, self.decay, self.start = params, decay, max(1, start)
+        self.average = None
+
+    def update(self, update_number):
+        if self.decay <= 0.0 or update_number < self.start:
+            return
+        with torch.no_grad():
+            if self.average is None:
+                self.average = [p.detach().clone() for p in self.params]
+                return
+            torch._foreach_mul_(self.average, self.decay)
+            torch._foreach_add_(self.average, [p.detach() for p in self.params], alpha=1.0 - self.decay)
+
+    def swap(self):
+        """Exchange the weights and the average (call twice to undo); no-op before the average starts."""
+        if self.average is None:
+            return
+        with torch.no_grad():
+            for p, a in zip(self.params, self.average):
+                keep = p.detach().clone()
+                p.copy_(a)
+                a.copy_(keep)
 
 
 def attr_str(value):
@@ -484,6 +659,18 @@ def make_batch(ds, starts, lengths, order_out=None):
     batch_sizes = torch.from_numpy(present.sum(axis=1).astype(np.int64))
     inputs = PackedSequence(torch.from_numpy(ds.inputs[index]), batch_sizes, None, None)
     return inputs, torch.from_numpy(ds.tokens[index])
+
+
+def make_padded_batch(ds, starts, lengths):
+    """(inputs [T, B] padded with token 0, targets [T, B] with -100 (ignored by
+    cross_entropy) where padded, valid [T, B] 1.0/0.0), T the longest piece."""
+    steps = int(lengths.max())
+    t = np.arange(steps)
+    present = t[:, None] < lengths[None, :]
+    index = np.where(present, starts[None, :] + t[:, None], 0)
+    inputs = torch.from_numpy(np.where(present, ds.inputs[index], 0))
+    targets = torch.from_numpy(np.where(present, ds.tokens[index], -100))
+    return inputs, targets, torch.from_numpy(present.astype(np.float32))
 
 
 def bucket_bounds(lengths, spec, num_buckets):
@@ -718,18 +905,22 @@ def learning_rate(t, step, total):
     return lr * t["gamma"] ** ((step - warmup) // t["step_size"])
 
 
-def evaluate(model, ds, max_len, eval_batch):
-    """(mean NLL, target count) over every target of ds."""
+def evaluate(model, ds, max_len, eval_batch, precision=contextlib.nullcontext, padded=False):
+    """(mean NLL, target count) over every target of ds; precision: a
+    context manager factory (autocast or none); padded: --layout padded."""
     model.eval()
     starts, lengths = ds.pieces(max_len)
     order = np.argsort(-lengths, kind="stable")
     total, count = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), precision():
         for i in range(0, len(order), eval_batch):
             sel = order[i:i + eval_batch]
-            inputs, targets = make_batch(ds, starts[sel], lengths[sel])
-            total += model.loss_sum(inputs, targets).double().item()
-            count += targets.numel()
+            if padded:
+                total += loss_sum_padded(model, make_padded_batch(ds, starts[sel], lengths[sel])).double().item()
+            else:
+                inputs, targets = make_batch(ds, starts[sel], lengths[sel])
+                total += model.loss_sum(inputs, targets).double().item()
+            count += int(lengths[sel].sum())
     model.train()
     return total / count, count
 
@@ -775,6 +966,23 @@ def train(args, cfg):
     model.train()
     opt = make_optimizer(model, t)
     params = list(model.parameters())
+    average = WeightAverage(params, t["ema_decay"], t["ema_start"])
+    awd = any(m[k] for k in AWD_KEYS)
+    precision = contextlib.nullcontext
+    if args.autocast and t["precision"] == "bf16":
+        precision = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    curve = open(args.curve, "w") if args.curve else None
+    if curve:
+        curve.write("minutes,ppl,step\n")
+
+    def evaluate_averaged(step, minutes):
+        average.swap()
+        v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"], precision, args.layout == "padded")
+        average.swap()
+        if curve:
+            curve.write("%.4f,%.4f,%d\n" % (minutes, math.exp(v), step))
+            curve.flush()
+        return v, n
 
     if d["mode"] == "stream":
         return train_stream(args, cfg, model, opt, params, train_set, eval_set)
@@ -790,8 +998,13 @@ def train(args, cfg):
     batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, budget))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
-    print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s)"
-          % (torch.__version__, torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS")))
+    print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s), %s, %s batches"
+          % (torch.__version__, torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS"),
+             "autocast bf16" if precision is not contextlib.nullcontext else "fp32", args.layout))
+    if awd or average.decay > 0:
+        print("regularisers: %s; averaged weights: decay %g from update %d"
+              % (", ".join("%s %g" % (k, m[k]) for k in AWD_KEYS) + (" (locked)" if m["locked_dropout"] else ""),
+                 average.decay, average.start))
     print("model %s layers %d embed %d hidden %d vocab %d bidirectional %d dropout %g tie %d: %d parameters"
           % (m["cell"], m["layers"], m["embed"], m["hidden"], train_set.vocab_size, m["bidirectional"],
              m["dropout"], m["tie_weights"], sum(p.numel() for p in params)))
@@ -813,20 +1026,31 @@ def train(args, cfg):
             lr = learning_rate(t, step, total)
             for group in opt.param_groups:
                 group["lr"] = lr
-            order = []
-            inputs, targets = make_batch(train_set, starts[sel], lengths[sel], order)
-            masks = None
-            if args.c_dropout and m["dropout"] > 0:
-                masks = c_dropout_masks(t["seed"], step, m["dropout"], sel[order[0]], inputs.batch_sizes)
             opt.zero_grad(set_to_none=True)
-            loss = model.loss_sum(inputs, targets, masks) / targets.numel()
-            loss.backward()
+            with precision():
+                if args.layout == "padded":
+                    batch = make_padded_batch(train_set, starts[sel], lengths[sel])
+                    n_targets = int(lengths[sel].sum())
+                    total_sum, nll_sum = awd_loss_sum_padded(model, batch, m)
+                else:
+                    order = []
+                    inputs, targets = make_batch(train_set, starts[sel], lengths[sel], order)
+                    n_targets = targets.numel()
+                    masks = None
+                    if args.c_dropout and m["dropout"] > 0:
+                        masks = c_dropout_masks(t["seed"], step, m["dropout"], sel[order[0]], inputs.batch_sizes)
+                    if awd:
+                        total_sum, nll_sum = awd_loss_sum(model, inputs, targets, m)
+                    else:
+                        total_sum = nll_sum = model.loss_sum(inputs, targets, masks)
+            (total_sum / n_targets).backward()
             if t["clip_norm"] > 0:
                 torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])
             opt.step()
             step += 1
-            log_loss += loss.item() * targets.numel()
-            log_tokens += targets.numel()
+            average.update(step)
+            log_loss += nll_sum.item()
+            log_tokens += n_targets
             if step % t["log_every"] == 0 or step == total:
                 now = time.time()
                 mean = log_loss / log_tokens
@@ -835,7 +1059,7 @@ def train(args, cfg):
                       flush=True)
                 t_log, log_loss, log_tokens = now, 0.0, 0
             if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < total:
-                v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"])
+                v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
                 print("eval step %d %s loss %.6f ppl %.4f tokens %d"
                       % (step, args.eval_set, v, math.exp(v), n), flush=True)
             if t["time_limit_s"] > 0 and time.time() - t_start > t["time_limit_s"]:
@@ -844,10 +1068,14 @@ def train(args, cfg):
                 break
         epoch += 1
     print("trained %d steps in %.1f s" % (step, time.time() - t_start), flush=True)
+    v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
     if args.save:
+        average.swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
         save_model(model, args.save)
+        average.swap()
         print("saved %s" % args.save)
-    v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"])
+    if curve:
+        curve.close()
     print("%s set %s" % (args.eval_set, eval_path))
     print_eval(v, n)
 

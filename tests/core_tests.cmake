@@ -89,6 +89,10 @@ add_test(NAME train_end_to_end
 add_test(NAME ranks_match_single_rank
          COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/ranks_e2e.py --rnn-dist $<TARGET_FILE:rnn_dist>
                  --mpirun ${MPIEXEC_EXECUTABLE} --data ${RNND_BIBLE} --work ${RNND_WORK}/ranks_e2e)
+add_test(NAME torch_lm_awd
+         COMMAND ${RNND_PYTHON} ${RNND_TEST_DIR}/core/torch_lm_awd.py --torch-lm ${PROJECT_SOURCE_DIR}/bench/torch_lm.py
+                 --data ${RNND_BIBLE} --work ${RNND_WORK}/torch_lm_awd)
+set_tests_properties(torch_lm_awd PROPERTIES FIXTURES_REQUIRED bible LABELS "train;torch")
 set_tests_properties(train_end_to_end ranks_match_single_rank PROPERTIES FIXTURES_REQUIRED bible LABELS "train")
 set_tests_properties(ranks_match_single_rank PROPERTIES PROCESSORS 2 LABELS "train;mpi")
 
