@@ -1014,7 +1014,7 @@ def train(args, cfg):
              ",".join(map(str, bounds)), batches_per_epoch,
              "<= %d tokens" % budget if budget > 0 else "%d pieces" % t["global_batch"], total), flush=True)
 
-    step, epoch = 0, 0
+    step, epoch, trained_tokens = 0, 0, 0
     t_start = time.time()
     t_log, log_loss, log_tokens = time.time(), 0.0, 0
     stop = False
@@ -1051,6 +1051,7 @@ def train(args, cfg):
             average.update(step)
             log_loss += nll_sum.item()
             log_tokens += n_targets
+            trained_tokens += n_targets
             if step % t["log_every"] == 0 or step == total:
                 now = time.time()
                 mean = log_loss / log_tokens
@@ -1067,7 +1068,9 @@ def train(args, cfg):
                 stop = True
                 break
         epoch += 1
-    print("trained %d steps in %.1f s" % (step, time.time() - t_start), flush=True)
+    seconds = time.time() - t_start
+    print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
+          % (step, trained_tokens, seconds, trained_tokens / seconds), flush=True)
     v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
     if args.save:
         average.swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
