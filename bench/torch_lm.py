@@ -372,11 +372,11 @@ class LanguageModel(nn.Module):
         out, state = self.rnn(PackedSequence(x, packed_inputs.batch_sizes, None, None), hx)
         return self.drop(out.data), state
 
-    def run_layer(self, layer, x, batch_sizes):
-        """One layer of self.rnn (both directions) on packed data, no dropout."""
+    def run_layer(self, layer, x, batch_sizes, p_weight=0.0):
+        """One layer of self.rnn (both directions) on packed data, no dropout
+        on its input or output; p_weight: weight dropout on W_hh (layer_weights)."""
         rnn, dirs = self.rnn, 2 if self.rnn.bidirectional else 1
-        weights = [getattr(rnn, "%s_l%d%s" % (name, layer, suffix)) for suffix in ["", "_reverse"][:dirs]
-                   for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        weights = layer_weights(rnn, layer, p_weight)
         zeros = x.new_zeros(dirs, int(batch_sizes[0]), rnn.hidden_size)
         if isinstance(rnn, nn.GRU):
             return torch._VF.gru(x, batch_sizes, zeros, weights, True, 1, 0.0, True, rnn.bidirectional)[0]
@@ -417,6 +417,28 @@ def sequence_dropout(x, p, index, locked):
     return x * mask[index.column]
 
 
+def layer_weights(rnn, layer, p_weight=0.0):
+    """Layer `layer`'s [weight_ih, weight_hh, bias_ih, bias_hh] for each
+    direction, as torch._VF takes them; with p_weight > 0 each W_hh goes
+    through F.dropout (AWD-LSTM's WeightDrop: one mask per batch)."""
+    weights = []
+    for suffix in ["", "_reverse"][:2 if rnn.bidirectional else 1]:
+        w = [getattr(rnn, "%s_l%d%s" % (name, layer, suffix)) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if p_weight > 0.0:
+            w[1] = F.dropout(w[1], p_weight, training=True)
+        weights += w
+    return weights
+
+
+def dropped_embedding(model, ids, p):
+    """Embedding dropout: whole word vectors zeroed with probability p, the
+    others scaled by 1 / (1 - p), then looked up for ids."""
+    weight = model.embedding.weight
+    if p > 0.0:
+        weight = weight * weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p)
+    return F.embedding(ids, weight)
+
+
 def at_least_fp32(x):
     """Sums of squares in fp32 at least (under autocast x may be bf16)."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
@@ -430,21 +452,10 @@ def awd_loss_sum(model, inputs, targets, m):
     sum(y^2) / H over the dropped top output, TAR = beta * sum((h_t -
     h_{t-1})^2) / H over the raw top output within each sequence."""
     index, p, locked = PackedIndex(inputs.batch_sizes), m["dropout"], m["locked_dropout"]
-    weight = model.embedding.weight
-    if m["embedding_dropout"] > 0.0:
-        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - m["embedding_dropout"])
-        weight = weight * keep / (1.0 - m["embedding_dropout"])
-    x = sequence_dropout(F.embedding(inputs.data, weight), p, index, locked)
+    x = sequence_dropout(dropped_embedding(model, inputs.data, m["embedding_dropout"]), p, index, locked)
     rnn = model.rnn
-    zeros = x.new_zeros(1, int(inputs.batch_sizes[0]), rnn.hidden_size)
     for layer in range(rnn.num_layers):
-        weights = [getattr(rnn, "%s_l%d" % (name, layer)) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        if m["weight_dropout"] > 0.0:
-            weights[1] = F.dropout(weights[1], m["weight_dropout"], training=True)
-        if isinstance(rnn, nn.GRU):
-            raw = torch._VF.gru(x, inputs.batch_sizes, zeros, weights, True, 1, 0.0, True, False)[0]
-        else:
-            raw = torch._VF.lstm(x, inputs.batch_sizes, (zeros, zeros), weights, True, 1, 0.0, True, False)[0]
+        raw = model.run_layer(layer, x, inputs.batch_sizes, m["weight_dropout"])
         x = sequence_dropout(raw, p, index, locked)
     nll = F.cross_entropy(model.decoder(x), targets, reduction="sum")
     reg = x.new_zeros(())
@@ -465,10 +476,11 @@ def padded_dropout(x, p, locked):
     return x * (x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p))
 
 
-def run_padded_layer(rnn, layer, x, weights):
-    """Layer `layer` of a unidirectional rnn on padded [T, B, W] input from a zero
-    state (the cuDNN-style fused kernel, oneDNN's on the CPU); padding comes
-    after each sequence's end, so valid outputs do not see it."""
+def run_padded_layer(rnn, x, weights):
+    """One layer (weights: layer_weights) of a unidirectional rnn on padded
+    [T, B, W] input from a zero state (the fused kernel, oneDNN's on the
+    CPU); padding comes after each sequence's end, so valid outputs do not
+    see it."""
     zeros = x.new_zeros(1, x.shape[1], rnn.hidden_size)
     if isinstance(rnn, nn.GRU):
         return torch._VF.gru(x, zeros, weights, True, 1, 0.0, True, False, False)[0]
@@ -480,17 +492,10 @@ def awd_loss_sum_padded(model, batch, m):
     computed on [T, B] with the padded positions masked out of every sum."""
     inputs, targets, valid = batch
     p, locked = m["dropout"], m["locked_dropout"]
-    weight = model.embedding.weight
-    if m["embedding_dropout"] > 0.0:
-        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - m["embedding_dropout"])
-        weight = weight * keep / (1.0 - m["embedding_dropout"])
-    x = padded_dropout(F.embedding(inputs, weight), p, locked)
+    x = padded_dropout(dropped_embedding(model, inputs, m["embedding_dropout"]), p, locked)
     rnn = model.rnn
     for layer in range(rnn.num_layers):
-        weights = [getattr(rnn, "%s_l%d" % (name, layer)) for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        if m["weight_dropout"] > 0.0:
-            weights[1] = F.dropout(weights[1], m["weight_dropout"], training=True)
-        raw = run_padded_layer(rnn, layer, x, weights)
+        raw = run_padded_layer(rnn, x, layer_weights(rnn, layer, m["weight_dropout"]))
         x = padded_dropout(raw, p, locked)
     logits = model.decoder(x)
     nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
