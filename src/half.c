@@ -23,13 +23,13 @@ void rnnd_half_to_f32_array(rnnd_dtype t, float *dst, const uint16_t *src, size_
 
 /* Each loop below is written once per format (the format tested outside
  * the loop), which lets the compiler vectorise it. */
-void rnnd_round_through_half_array(rnnd_dtype t, float *x, size_t n) {
+void rnnd_round_through_half_array(rnnd_dtype t, float *dst, const float *src, size_t n) {
   if (t == RNND_DTYPE_BF16) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) x[i] = rnnd_bf16_to_f32(rnnd_f32_to_bf16(x[i]));
+    for (size_t i = 0; i < n; i++) dst[i] = rnnd_bf16_to_f32(rnnd_f32_to_bf16(src[i]));
   } else {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) x[i] = rnnd_f16_to_f32(rnnd_f32_to_f16(x[i]));
+    for (size_t i = 0; i < n; i++) dst[i] = rnnd_f16_to_f32(rnnd_f32_to_f16(src[i]));
   }
 }
 

@@ -73,8 +73,9 @@ static inline uint16_t rnnd_f32_to_half(rnnd_dtype t, float f) {
 /* Bulk conversions for wire buffers (t is RNND_DTYPE_F16 or RNND_DTYPE_BF16). */
 void rnnd_f32_to_half_array(rnnd_dtype t, uint16_t *dst, const float *src, size_t n);
 void rnnd_half_to_f32_array(rnnd_dtype t, float *dst, const uint16_t *src, size_t n);
-/* x rounded in place through format t: what a 16-bit copy would give back. */
-void rnnd_round_through_half_array(rnnd_dtype t, float *x, size_t n);
+/* dst = src rounded through format t: what a 16-bit copy of src would give
+ * back (dst == src rounds in place). */
+void rnnd_round_through_half_array(rnnd_dtype t, float *dst, const float *src, size_t n);
 /* dst = x in format t, and x rounded in place to exactly what dst holds. */
 void rnnd_store_half_array(rnnd_dtype t, uint16_t *dst, float *x, size_t n);
 const char *rnnd_dtype_name(rnnd_dtype t);

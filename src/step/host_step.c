@@ -24,8 +24,8 @@ typedef struct {
   rnnd_step_options options;
   size_t numel;
   float *grads;            /* this rank's gradient, then the reduced one */
-  uint16_t *params16;      /* 16-bit precision: the weights the model computes with */
-  float *compute;          /* params16 widened (== base.params with fp32) */
+  float *compute;          /* 16-bit precision: the master weights rounded to it, the
+                            * weights the model computes with (== base.params with fp32) */
   rnnd_grad_sync sync;     /* with a communicator of several ranks */
   int reduces;
 } host_step;
@@ -41,8 +41,7 @@ static void zero_floats(float *x, size_t n) {
 /* The weights the next step computes with: the master rounded to 16 bits. */
 static void refresh_compute_copy(host_step *h) {
   if (h->options.precision == RNND_DTYPE_F32) return;
-  rnnd_f32_to_half_array(h->options.precision, h->params16, h->base.params, h->numel);
-  rnnd_half_to_f32_array(h->options.precision, h->compute, h->params16, h->numel);
+  rnnd_round_through_half_array(h->options.precision, h->compute, h->base.params, h->numel);
 }
 
 static void host_load(rnnd_step *s) { refresh_compute_copy(host_of(s)); }
@@ -117,10 +116,7 @@ static void host_memory(const rnnd_step *s, rnnd_memory *m) {
                      .optimizer = optimizer_state_bytes(s->optimizer),
                      .activations = be->ops->activation_bytes(be), .workspace = be->ops->workspace_bytes(be),
                      .workspace_growths = backend_workspace_growths(be)};
-  if (h->params16) {
-    m->weights += n * sizeof(uint16_t);
-    m->workspace += n * sizeof(float); /* the 16-bit weights widened for the BLAS */
-  }
+  if (h->compute != s->params) m->workspace += n * sizeof(float); /* the rounded compute copy */
   if (h->sync.wire_buffer) m->workspace += n * sizeof(uint16_t);
   m->held = m->weights + m->gradients + m->optimizer + m->activations + m->workspace;
 }
@@ -129,7 +125,6 @@ static void host_destroy(rnnd_step *s) {
   host_step *h = host_of(s);
   if (h->reduces) grad_sync_free(&h->sync);
   if (h->compute != s->params) free(h->compute);
-  free(h->params16);
   free(h->grads);
   free(h);
 }
@@ -153,7 +148,6 @@ rnnd_step *host_step_create(rnnd_backend *be, float *params, rnnd_optimizer *opt
   h->grads = RNND_ALLOC(float, h->numel, "gradients");
   h->compute = params;
   if (o->precision != RNND_DTYPE_F32) {
-    h->params16 = RNND_ALLOC(uint16_t, h->numel, "16-bit weights");
     h->compute = RNND_ALLOC(float, h->numel, "compute weights");
   }
   h->reduces = o->comm && o->comm->size > 1;

@@ -437,8 +437,7 @@ static const float *eval_weights(rnnd_trainer *t, int rounded) {
   if (w == t->params) return rounded ? t->stepper->compute_params : t->params;
   if (!rounded || t->precision == RNND_DTYPE_F32) return w;
   if (!t->eval_copy) t->eval_copy = RNND_ALLOC(float, t->layout.numel, "averaged compute copy");
-  memcpy(t->eval_copy, w, t->layout.numel * sizeof *w);
-  rnnd_round_through_half_array(t->precision, t->eval_copy, t->layout.numel);
+  rnnd_round_through_half_array(t->precision, t->eval_copy, w, t->layout.numel);
   return t->eval_copy;
 }
 

@@ -237,7 +237,7 @@ static void load16(const cpu_backend *cb, float *x, const uint16_t *copy, int64_
 }
 
 static void round16(const cpu_backend *cb, float *x, int64_t n) {
-  rnnd_round_through_half_array(cb->storage, x, (size_t)n);
+  rnnd_round_through_half_array(cb->storage, x, x, (size_t)n);
 }
 
 /* Embedding and all layers, one layer at a time in the fp32 workspace;
@@ -551,12 +551,14 @@ static void cpu_destroy(rnnd_backend *be) {
   free(s->d_gates_hh);
   free(s->h_prev);
   free(s->zeros);
+  free(s->gate_bias);
   free(s->sink);
   free(cb->grad_a);
   free(cb->grad_b);
   free(cb->logits);
   free(cb->row_nll);
   free(cb->bias_partials);
+  free(cb->softmax_exps);
   free(cb->tail_rows);
   free(cb->tail_y);
   free(cb->tail_dy);
@@ -678,6 +680,7 @@ static void allocate_buffers(cpu_backend *cb) {
   s->d_gates_hh = cpu_take(cb, T, GH, 0);
   s->h_prev = cpu_take(cb, T, cb->hidden, 0);
   s->zeros = RNND_ALLOC(float, cb->hidden, "zero state");
+  s->gate_bias = RNND_ALLOC(float, GH, "gate biases");
   s->sink = cpu_take(cb, B, cb->hidden, 0);
   int widest = cb->embed > cb->top ? cb->embed : cb->top;
   cb->grad_a = cpu_take(cb, T, widest, 0);

@@ -50,80 +50,92 @@ static void decoder_backward(cpu_backend *cb, const float *params, float *grads,
   gemm_nn_par(rows, top, V, cb->logits, V, params + w, top, dy + r0 * top, top, 0.0f);
 }
 
-/* logits + bias in place; returns the row's largest value (16 fixed lanes,
- * as row_max). */
-static float add_bias_and_max(float *row, const float *bias, int n) {
+/* The largest of row + bias (16 fixed lanes, as row_max); the row is only
+ * read. */
+static float biased_max(const float *row, const float *bias, int n) {
   float lane[16];
   for (int k = 0; k < 16; k++) lane[k] = row[0] + bias[0];
   int j = 0;
   for (; j + 16 <= n; j += 16)
     RNND_LANE_LOOP for (int k = 0; k < 16; k++) {
       float v = row[j + k] + bias[j + k];
-      row[j + k] = v;
       lane[k] = v > lane[k] ? v : lane[k];
     }
   float max = lane[0];
   for (int k = 1; k < 16; k++) max = lane[k] > max ? lane[k] : max;
   for (; j < n; j++) {
-    row[j] += bias[j];
-    max = row[j] > max ? row[j] : max;
+    float v = row[j] + bias[j];
+    max = v > max ? v : max;
   }
   return max;
 }
 
-/* row = exp(row - max) in place; returns its sum (16 fixed lanes, as row_sum). */
-static float exp_and_sum(float *row, int n, float max) {
+/* e = exp(row + bias - max) (e may be the row itself); returns its sum (16
+ * fixed lanes, as row_sum). */
+static float exp_and_sum(const float *row, const float *bias, float *e, int n, float max) {
   float lane[16] = {0};
   int j = 0;
   for (; j + 16 <= n; j += 16)
     for (int k = 0; k < 16; k++) {
-      float e = fast_expf(row[j + k] - max);
-      row[j + k] = e;
-      lane[k] += e;
+      float v = fast_expf((row[j + k] + bias[j + k]) - max);
+      e[j + k] = v;
+      lane[k] += v;
     }
   float sum = 0.0f;
   for (int k = 0; k < 16; k++) sum += lane[k];
   for (; j < n; j++) {
-    row[j] = fast_expf(row[j] - max);
-    sum += row[j];
+    e[j] = fast_expf((row[j] + bias[j]) - max);
+    sum += e[j];
   }
   return sum;
 }
 
-/* row[j] = row[j] * scale for j in [begin, end), added into the bias
- * partial, and (bf16 products) rounded into row16. */
-static void scale_and_add(float *row, int begin, int end, float scale, float *bias_partial, uint16_t *row16) {
+/* The gradient g = e * scale over [begin, end), added into the bias partial
+ * and written where the decoder's backward products read it: in place over
+ * e (fp32 products) or rounded into g16 (bf16 products). */
+static void scale_and_add(float *e, int begin, int end, float scale, float *bias_partial, uint16_t *g16) {
+  if (g16) {
+    for (int j = begin; j < end; j++) {
+      float g = e[j] * scale;
+      bias_partial[j] += g;
+      g16[j] = rnnd_f32_to_bf16(g);
+    }
+    return;
+  }
   for (int j = begin; j < end; j++) {
-    float g = row[j] * scale;
-    row[j] = g;
+    float g = e[j] * scale;
+    e[j] = g;
     bias_partial[j] += g;
   }
-  if (row16)
-    for (int j = begin; j < end; j++) row16[j] = rnnd_f32_to_bf16(row[j]);
 }
 
 /* One chunk of softmax rows. Training turns each row into
  * weight * (softmax - onehot(target)), the gradient of the loss, and adds
  * the chunk's rows into its own bias-gradient partial while they are in
  * cache. The passes over a row are fused, each value computed as the
- * separate passes did (softmax_row's order), so results are unchanged. */
+ * separate passes did (softmax_row's order), so results are unchanged.
+ * Where nothing reads the fp32 gradient rows afterwards (evaluation, and
+ * bf16 products, which read their bf16 copy), the exponentials go to the
+ * chunk's own row `e` and the logits are only read: the block, larger than
+ * the caches, is not written back to memory. */
 static void softmax_chunk(cpu_backend *cb, const float *bias, const int32_t *targets, int first, int rows,
-                          float weight, float *bias_partial) {
+                          float weight, float *bias_partial, float *e) {
   const int V = cb->vocab;
+  const int in_place = weight > 0.0f && !cb->dlogits16;
   for (int i = first; i < first + rows; i++) {
-    float *row = cb->logits + (int64_t)i * V;
+    float *row = cb->logits + (int64_t)i * V, *exps = in_place ? row : e;
     const int target = targets[i];
-    float max = add_bias_and_max(row, bias, V), target_logit = row[target];
-    float sum = exp_and_sum(row, V, max);
+    float max = biased_max(row, bias, V), target_logit = row[target] + bias[target];
+    float sum = exp_and_sum(row, bias, exps, V, max);
     cb->row_nll[i] = (double)logf(sum) + (double)max - (double)target_logit;
     if (weight <= 0.0f) continue;
-    float scale = weight / sum;
-    uint16_t *row16 = cb->dlogits16 ? cb->dlogits16 + (int64_t)i * V : NULL;
-    scale_and_add(row, 0, target, scale, bias_partial, row16);
-    row[target] = row[target] * scale - weight;
-    bias_partial[target] += row[target];
-    if (row16) row16[target] = rnnd_f32_to_bf16(row[target]);
-    scale_and_add(row, target + 1, V, scale, bias_partial, row16);
+    float scale = weight / sum, g_target = exps[target] * scale - weight;
+    uint16_t *g16 = cb->dlogits16 ? cb->dlogits16 + (int64_t)i * V : NULL;
+    scale_and_add(exps, 0, target, scale, bias_partial, g16);
+    bias_partial[target] += g_target;
+    if (g16) g16[target] = rnnd_f32_to_bf16(g_target);
+    else exps[target] = g_target;
+    scale_and_add(exps, target + 1, V, scale, bias_partial, g16);
   }
 }
 
@@ -137,7 +149,8 @@ static double softmax_block(cpu_backend *cb, const float *bias, float *gbias, co
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < chunks; c++) {
     int first = c * SOFTMAX_CHUNK_ROWS, n = rows - first < SOFTMAX_CHUNK_ROWS ? rows - first : SOFTMAX_CHUNK_ROWS;
-    softmax_chunk(cb, bias, targets, first, n, weight, cb->bias_partials + (int64_t)c * V);
+    softmax_chunk(cb, bias, targets, first, n, weight, cb->bias_partials + (int64_t)c * V,
+                  cb->softmax_exps + (int64_t)c * V);
   }
   if (weight > 0.0f)
     for (int c = 0; c < chunks; c++)
@@ -183,9 +196,11 @@ static void allocate_softmax(cpu_backend *cb) {
   cb->decoder_rows = DECODER_BLOCK_FLOATS / cb->vocab;
   if (cb->decoder_rows < DECODER_MIN_ROWS) cb->decoder_rows = DECODER_MIN_ROWS;
   if (cb->decoder_rows > cb->rows) cb->decoder_rows = (int)cb->rows;
+  const int chunks = (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS;
   cb->logits = cpu_take(cb, cb->decoder_rows, cb->vocab, 0);
   cb->row_nll = RNND_ALLOC(double, cb->decoder_rows, "row losses");
-  cb->bias_partials = cpu_take(cb, (cb->decoder_rows + SOFTMAX_CHUNK_ROWS - 1) / SOFTMAX_CHUNK_ROWS, cb->vocab, 0);
+  cb->bias_partials = cpu_take(cb, chunks, cb->vocab, 0);
+  cb->softmax_exps = cpu_take(cb, chunks, cb->vocab, 0);
 }
 
 /* ... and with bf16 products the gradient rows' bf16 copy. */

@@ -76,6 +76,7 @@ struct cpu_backend {
   float *logits;          /* [decoder_rows, vocab] */
   double *row_nll;        /* [decoder_rows] */
   float *bias_partials;   /* [decoder_rows / SOFTMAX_CHUNK_ROWS (rounded up), vocab] */
+  float *softmax_exps;    /* same shape: each chunk's row of exponentials */
   int decoder_rows;
   /* adaptive decoder: one cluster's rows of a block at a time */
   int head_size, widest_cluster, widest_tail;

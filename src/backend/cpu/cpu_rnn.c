@@ -98,22 +98,20 @@ static const uint16_t *state16(const prior_state *p, const cpu_rnn_scratch *s, i
   return p->h16 ? p->h16 : s->h0_16;
 }
 
-/* gates[:, q*H + u] = bias + h_prev W_hh^T for the member's units u, all gates q. */
+/* For the member's units u, all gates q: gates[:, q*H + u] = b_hh +
+ * h_prev W_hh^T (GRU's separate recurrent part, start_with_bias), or
+ * gates[:, q*H + u] += h_prev W_hh^T (LSTM, whose gates already hold both
+ * biases). */
 static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, const prior_state *p,
-                              const cpu_rnn_scratch *s, float *out, int ldo, int accumulate, unit_slice u) {
+                              const cpu_rnn_scratch *s, float *out, int ldo, int start_with_bias, unit_slice u) {
   const int H = d->hidden, width = u.end - u.begin;
   int ld16 = 0;
   const uint16_t *h16 = d->dnnl ? state16(p, s, H, &ld16) : NULL;
   for (int q = 0; q < gates; q++) {
-    const float *bias = d->b_hh + q * H + u.begin;
     float *col = out + q * H + u.begin;
-    for (int i = 0; i < rows; i++) {
-      float *o = col + (int64_t)i * ldo;
-      if (accumulate)
-        for (int j = 0; j < width; j++) o[j] += bias[j];
-      else
-        memcpy(o, bias, (size_t)width * sizeof *o);
-    }
+    const float *bias = d->b_hh + q * H + u.begin;
+    if (start_with_bias)
+      for (int i = 0; i < rows; i++) memcpy(col + (int64_t)i * ldo, bias, (size_t)width * sizeof *col);
     if (!p->rows) continue;
     if (d->dnnl)
       bf16_gemm_nt(d->dnnl, p->rows, width, H, h16, ld16, d->w_hh16 + (int64_t)(q * H + u.begin) * H, H, col, ldo,
@@ -152,7 +150,7 @@ static void gru_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, f
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, out, ldo, NULL);
   float *gh = s->step_gates;
-  recurrent_product(d, 3, bs, &p, s, gh, G, 0, u);
+  recurrent_product(d, 3, bs, &p, s, gh, G, 1, u);
   for (int i = 0; i < bs; i++) {
     const float *hp = i < p.rows ? p.h + (int64_t)i * p.ldh : s->zeros;
     float *h = out + (row0 + i) * ldo;
@@ -185,7 +183,7 @@ static void lstm_forward_step(const cpu_rnn_dir *d, const rnnd_batch *b, int t, 
   const int64_t row0 = b->step_offsets[t];
   const prior_state p = state_before(d, b, t, out, ldo, sv->extra);
   float *gates = sv->gates + row0 * G;
-  recurrent_product(d, 4, bs, &p, s, gates, G, 1, u);
+  recurrent_product(d, 4, bs, &p, s, gates, G, 0, u);
   for (int i = 0; i < bs; i++) {
     const float *cp = i < p.rows ? p.c + (int64_t)i * p.ldc : s->zeros;
     float *h = out + (row0 + i) * ldo;
@@ -206,7 +204,11 @@ static void initial_state16(const cpu_rnn_dir *d, const rnnd_batch *b, cpu_rnn_s
 void cpu_rnn_forward(const cpu_rnn_dir *d, const rnnd_batch *b, const float *x, int ldx, float *out, int ldo,
                      cpu_rnn_saved *saved, cpu_rnn_scratch *s) {
   const int lstm = d->cell == RNND_CELL_LSTM, G = (lstm ? 4 : 3) * d->hidden;
-  fill_rows(saved->gates, b->n_tokens, G, d->b_ih);
+  /* An LSTM's b_hh joins b_ih here, once, rather than being added to each
+   * step's gate rows in the time loop, where they are not yet in cache. */
+  if (lstm)
+    for (int j = 0; j < G; j++) s->gate_bias[j] = d->b_ih[j] + d->b_hh[j];
+  fill_rows(saved->gates, b->n_tokens, G, lstm ? s->gate_bias : d->b_ih);
   if (d->dnnl)
     bf16_gemm_nt(d->dnnl, (int)b->n_tokens, G, d->input_size, d->x16, ldx, d->w_ih16, d->input_size, saved->gates, G,
                  1.0f);

@@ -56,6 +56,7 @@ typedef struct {
   float *d_gates_hh;  /* [tokens, gates*H] (GRU only; LSTM uses d_gates_ih) */
   float *h_prev;      /* [tokens, H] */
   float *zeros;       /* [H] all zero: the state before a piece starts */
+  float *gate_bias;   /* [gates*H] LSTM: b_ih + b_hh, where the input product starts */
   float *sink;        /* [max_pieces, H] write target for carries nobody reads */
   /* bf16 products only (else NULL) */
   uint16_t *h0_16;    /* [max_pieces, H] the initial state, for the first step's product */
