@@ -146,10 +146,7 @@ rnnd_step *host_step_create(rnnd_backend *be, float *params, rnnd_optimizer *opt
   h->options = *o;
   h->numel = be->layout->numel;
   h->grads = RNND_ALLOC(float, h->numel, "gradients");
-  h->compute = params;
-  if (o->precision != RNND_DTYPE_F32) {
-    h->compute = RNND_ALLOC(float, h->numel, "compute weights");
-  }
+  h->compute = o->precision == RNND_DTYPE_F32 ? params : RNND_ALLOC(float, h->numel, "compute weights");
   h->reduces = o->comm && o->comm->size > 1;
   if (h->reduces) grad_sync_init(&h->sync, o->comm, h->numel, o->bucket_mb, o->wire);
   h->base = (rnnd_step){.ops = &host_step_ops, .backend = be, .params = params, .optimizer = opt,

@@ -109,9 +109,10 @@ static void recurrent_product(const cpu_rnn_dir *d, int gates, int rows, const p
   const uint16_t *h16 = d->dnnl ? state16(p, s, H, &ld16) : NULL;
   for (int q = 0; q < gates; q++) {
     float *col = out + q * H + u.begin;
-    const float *bias = d->b_hh + q * H + u.begin;
-    if (start_with_bias)
+    if (start_with_bias) {
+      const float *bias = d->b_hh + q * H + u.begin;
       for (int i = 0; i < rows; i++) memcpy(col + (int64_t)i * ldo, bias, (size_t)width * sizeof *col);
+    }
     if (!p->rows) continue;
     if (d->dnnl)
       bf16_gemm_nt(d->dnnl, p->rows, width, H, h16, ld16, d->w_hh16 + (int64_t)(q * H + u.begin) * H, H, col, ldo,
