@@ -33,11 +33,20 @@ typedef struct {
 void optimizer_init(rnnd_optimizer *opt, const rnnd_train_config *cfg, size_t numel);
 /* Applies one update and returns its L2 norm (for the update-to-weight ratio). */
 double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr);
+/* Mixed precision's compute copy: the weights rounded through a 16-bit
+ * format, into a caller-owned buffer of numel floats. */
+typedef struct {
+  float *to;
+  rnnd_dtype format; /* RNND_DTYPE_F16 or RNND_DTYPE_BF16 */
+} rnnd_rounded_copy;
+
 /* The same on the gradient times clip (1: as it is), computed on the fly
  * exactly as grad_clip would have scaled it (grads is not written); in the
- * same pass *param_norm (when not NULL) gets the new weights' L2 norm. */
+ * same pass *param_norm (when not NULL) gets the new weights' L2 norm, and
+ * `copy` (when not NULL) the new weights rounded, each piece while it is
+ * still in cache. */
 double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, double lr, double clip,
-                        double *param_norm);
+                        double *param_norm, const rnnd_rounded_copy *copy);
 /* L2 norm of a flat buffer, accumulated in double. */
 double flat_norm(const float *x, size_t n);
 size_t optimizer_state_bytes(const rnnd_optimizer *opt);

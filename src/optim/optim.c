@@ -185,7 +185,7 @@ static step_constants constants_of(const rnnd_optimizer *opt, double lr, double 
 }
 
 double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, double lr, double clip,
-                        double *param_norm) {
+                        double *param_norm, const rnnd_rounded_copy *copy) {
   opt->steps++;
   const step_constants k = constants_of(opt, lr, clip);
   const int adam = opt->kind == RNND_OPT_ADAM;
@@ -197,6 +197,8 @@ double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, 
     size_t begin = c * CHUNK, end = chunk_end(c, n);
     partials[c] = adam ? adam_chunk(&k, params, grads, opt->m, opt->v, begin, end)
                        : sgd_chunk(&k, params, grads, momentum_buf, begin, end);
+    /* the chunk's new weights are in cache now; a second pass would read them from memory */
+    if (copy) rnnd_round_through_half_array(copy->format, copy->to + begin, params + begin, end - begin);
   }
   double update = 0.0, weights = 0.0;
   for (size_t c = 0; c < chunks; c++) {
@@ -210,7 +212,7 @@ double optimizer_update(rnnd_optimizer *opt, float *params, const float *grads, 
 }
 
 double optimizer_step(rnnd_optimizer *opt, float *params, const float *grads, double lr) {
-  return optimizer_update(opt, params, grads, lr, 1.0, NULL);
+  return optimizer_update(opt, params, grads, lr, 1.0, NULL, NULL);
 }
 
 static double chunk_squares_of(const float *restrict x, size_t begin, size_t end) {

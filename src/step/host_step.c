@@ -98,9 +98,9 @@ static void host_gradients(rnnd_step *s, const rnnd_batch *share, const rnnd_dro
 
 static double host_update(rnnd_step *s, double lr, double clip, double *param_norm) {
   host_step *h = host_of(s);
-  double update_norm = optimizer_update(s->optimizer, s->params, h->grads, lr, clip, param_norm);
-  refresh_compute_copy(h);
-  return update_norm;
+  const rnnd_rounded_copy copy = {h->compute, h->options.precision};
+  return optimizer_update(s->optimizer, s->params, h->grads, lr, clip, param_norm,
+                          h->options.precision == RNND_DTYPE_F32 ? NULL : &copy);
 }
 
 static void host_fetch_gradient(rnnd_step *s, float *grads) {
