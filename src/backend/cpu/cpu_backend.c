@@ -441,12 +441,31 @@ static void run_leave(void *context, const rnnd_batch *v, int s, int segments, i
 static const rnnd_schedule_ops cpu_schedule = {
     .enter = run_enter, .forward = run_forward, .head = run_head, .backward = run_backward, .leave = run_leave};
 
-/* bf16 products: the batch's weights in bf16, once per batch. */
+/* weights16[offset, offset + count) = params there, in bf16. */
+static void range_to_bf16(cpu_backend *cb, const float *params, size_t offset, size_t count) {
+  uint16_t *to = cb->weights16 + offset;
+  const float *from = params + offset;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < count; i++) to[i] = rnnd_f32_to_bf16(from[i]);
+}
+
+/* bf16 products: the batch's weights in bf16, once per batch; only those
+ * the products read (the layers' matrices and the head's), not the
+ * embedding, which is looked up in fp32, nor the biases. */
 static void weights_to_bf16(cpu_backend *cb, const float *params) {
   if (!cb->dnnl) return;
-  const int64_t n = (int64_t)cb->base.layout->numel;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++) cb->weights16[i] = rnnd_f32_to_bf16(params[i]);
+  const size_t gate_rows = (size_t)cb->gates * (size_t)cb->hidden;
+  for (int l = 0; l < cb->layers; l++)
+    for (int dir = 0; dir < cb->directions; dir++) {
+      const rnnd_rnn_offsets *o = &cb->base.layout->rnn[l][dir];
+      range_to_bf16(cb, params, o->weight_ih, gate_rows * (size_t)o->input_size);
+      range_to_bf16(cb, params, o->weight_hh, gate_rows * (size_t)cb->hidden);
+    }
+  if (cb->head->bf16_weights) {
+    size_t offset, count;
+    cb->head->bf16_weights(cb, &offset, &count);
+    range_to_bf16(cb, params, offset, count);
+  }
 }
 
 static void end_batch(cpu_backend *cb) {

@@ -492,26 +492,36 @@ static void allocate_classifier(cpu_backend *cb) {
 
 static void allocate_forecaster(cpu_backend *cb) { cb->prediction = cpu_take(cb, cb->rows, cb->n_features, 0); }
 
+/* The decoder weight (the embedding, with tied weights). */
+static void softmax_bf16_weights(const cpu_backend *cb, size_t *offset, size_t *count) {
+  *offset = cb->base.layout->decoder_weight;
+  *count = (size_t)cb->vocab * (size_t)cb->top;
+}
+
 static const cpu_head_ops softmax_head = {.name = "softmax",
                                           .allocate = allocate_full_softmax,
                                           .loss = softmax_loss,
                                           .outputs = softmax_outputs,
-                                          .reads_before_dropout = 0};
+                                          .reads_before_dropout = 0,
+                                          .bf16_weights = softmax_bf16_weights};
 static const cpu_head_ops adaptive_head = {.name = "adaptive softmax",
                                            .allocate = allocate_adaptive,
                                            .loss = adaptive_loss,
                                            .outputs = adaptive_outputs,
-                                           .reads_before_dropout = 0};
+                                           .reads_before_dropout = 0,
+                                           .bf16_weights = NULL}; /* fp32 products */
 static const cpu_head_ops classifier_head = {.name = "classifier",
                                              .allocate = allocate_classifier,
                                              .loss = classifier_loss,
                                              .outputs = classifier_outputs,
-                                             .reads_before_dropout = 1};
+                                             .reads_before_dropout = 1,
+                                             .bf16_weights = NULL}; /* fp32 products */
 static const cpu_head_ops forecaster_head = {.name = "forecaster",
                                              .allocate = allocate_forecaster,
                                              .loss = regression_loss,
                                              .outputs = forecaster_outputs,
-                                             .reads_before_dropout = 0};
+                                             .reads_before_dropout = 0,
+                                             .bf16_weights = NULL}; /* fp32 products */
 
 const cpu_head_ops *cpu_head_for(const rnnd_model_shape *s) {
   if (s->task == RNND_TASK_CLASSIFY) return &classifier_head;

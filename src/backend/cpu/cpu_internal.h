@@ -51,6 +51,11 @@ typedef struct {
   /* 1: the head reads the top layer before the dropout above it (the
    * classifier reads the final states, what nn.GRU returns as h_n). */
   int reads_before_dropout;
+  /* Optional (NULL: the head computes in fp32): the head's weights that its
+   * bf16 products read from cb->weights16, as *count floats from *offset
+   * of the flat buffer; only these and the layers' matrices are rounded
+   * into weights16 for each batch. */
+  void (*bf16_weights)(const cpu_backend *cb, size_t *offset, size_t *count);
 } cpu_head_ops;
 
 /* What feeds the first layer: the embedding of the inputs, or (regress) the
