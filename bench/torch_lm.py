@@ -17,7 +17,10 @@ state. Pieces are grouped into length buckets (data.num_buckets quantiles, or
 data.buckets bounds); each epoch shuffles within buckets, cuts them into
 batches of train.global_batch pieces and shuffles the batch order (numpy
 generator seeded with train.seed + epoch). The order differs from the C
-trainer's; the distribution of batches is the same.
+trainer's; the distribution of batches is the same. With data.mode = stream
+the tokens are train.global_batch contiguous streams read in windows of
+data.bptt steps, the state carried (and detached) from window to window,
+exactly rnn_dist's plan; the AWD-LSTM keys then run on [T, B] windows.
 
 At the end the validation set (or --eval-set test) is evaluated: mean NLL
 over every target (pieces of max_len, zero state each, train.eval_batch
@@ -216,9 +219,9 @@ def load_config(path, overrides, data_dir):
     if m["decoder_bias_init"] == "unigram" and (m["task"] != "lm" or m["decoder"] != "softmax"):
         sys.exit("config: model.decoder_bias_init = unigram needs model.task = lm and model.decoder = softmax")
     awd = [f"model.{k}" for k in AWD_KEYS if m[k]] + (["train.ema_decay"] if cfg["train"]["ema_decay"] else [])
-    if awd and (m["task"] != "lm" or m["bidirectional"] or m["decoder"] != "softmax" or cfg["data"]["mode"] != "pieces"):
+    if awd and (m["task"] != "lm" or m["bidirectional"] or m["decoder"] != "softmax"):
         sys.exit("config: %s: the AWD-LSTM regularisers here are for a unidirectional language model with the "
-                 "full softmax on data.mode = pieces" % ", ".join(awd))
+                 "full softmax" % ", ".join(awd))
     return cfg
 
 
@@ -476,26 +479,52 @@ def padded_dropout(x, p, locked):
     return x * (x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p))
 
 
-def run_padded_layer(rnn, x, weights):
+def run_padded_layer(rnn, x, weights, hx=None):
     """One layer (weights: layer_weights) of a unidirectional rnn on padded
-    [T, B, W] input from a zero state (the fused kernel, oneDNN's on the
-    CPU); padding comes after each sequence's end, so valid outputs do not
-    see it."""
-    zeros = x.new_zeros(1, x.shape[1], rnn.hidden_size)
+    [T, B, W] input from state hx ([1, B, H], a pair for the LSTM; None: zeros)
+    with the fused kernel (oneDNN's on the CPU): (output, final state).
+    Padding comes after each sequence's end, so valid outputs do not see
+    it (the final state of a padded column does)."""
+    if hx is None:
+        zeros = x.new_zeros(1, x.shape[1], rnn.hidden_size)
+        hx = zeros if isinstance(rnn, nn.GRU) else (zeros, zeros)
     if isinstance(rnn, nn.GRU):
-        return torch._VF.gru(x, zeros, weights, True, 1, 0.0, True, False, False)[0]
-    return torch._VF.lstm(x, (zeros, zeros), weights, True, 1, 0.0, True, False, False)[0]
+        out, h = torch._VF.gru(x, hx, weights, True, 1, 0.0, True, False, False)
+        return out, h
+    out, h, c = torch._VF.lstm(x, hx, weights, True, 1, 0.0, True, False, False)
+    return out, (h, c)
 
 
-def awd_loss_sum_padded(model, batch, m):
-    """awd_loss_sum on a padded batch (make_padded_batch): the same function,
-    computed on [T, B] with the padded positions masked out of every sum."""
+def layer_state(state, layer):
+    """Layer `layer`'s slice of a zero_state-shaped state (None stays None)."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s[layer:layer + 1] for s in state)
+    return state[layer:layer + 1]
+
+
+def stack_states(states):
+    """Per-layer final states back into zero_state's shape (fp32 at least:
+    under autocast a state may come back in bf16)."""
+    if isinstance(states[0], tuple):
+        return tuple(torch.cat([at_least_fp32(s[i]) for s in states], dim=0) for i in range(2))
+    return torch.cat([at_least_fp32(s) for s in states], dim=0)
+
+
+def awd_window_loss(model, batch, m, state=None):
+    """awd_loss_sum_padded from a carried state (data.mode = stream: the
+    window's streams start where the previous window left them; None:
+    zeros): (NLL sum + AR + TAR, NLL sum, final state). Masks are drawn
+    per window, as rnn_dist keys them by step; TAR pairs steps within the
+    window."""
     inputs, targets, valid = batch
     p, locked = m["dropout"], m["locked_dropout"]
     x = padded_dropout(dropped_embedding(model, inputs, m["embedding_dropout"]), p, locked)
-    rnn = model.rnn
+    rnn, finals = model.rnn, []
     for layer in range(rnn.num_layers):
-        raw = run_padded_layer(rnn, x, layer_weights(rnn, layer, m["weight_dropout"]))
+        raw, final = run_padded_layer(rnn, x, layer_weights(rnn, layer, m["weight_dropout"]), layer_state(state, layer))
+        finals.append(final)
         x = padded_dropout(raw, p, locked)
     logits = model.decoder(x)
     nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
@@ -505,7 +534,14 @@ def awd_loss_sum_padded(model, batch, m):
     if m["tar_beta"] > 0.0:
         step = at_least_fp32(raw[1:]) - at_least_fp32(raw[:-1])
         reg = reg + m["tar_beta"] * (step.pow(2).sum(2) * valid[1:] * valid[:-1]).sum() / rnn.hidden_size
-    return nll + reg, nll
+    return nll + reg, nll, stack_states(finals)
+
+
+def awd_loss_sum_padded(model, batch, m):
+    """awd_loss_sum on a padded batch (make_padded_batch): the same function,
+    computed on [T, B] with the padded positions masked out of every sum."""
+    total, nll, _ = awd_window_loss(model, batch, m)
+    return total, nll
 
 
 def loss_sum_padded(model, batch):
@@ -942,6 +978,22 @@ def make_optimizer(model, t):
     return torch.optim.SGD(params, lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
 
 
+def print_setup(args, m, train_set, params, run):
+    """The start-up lines: PyTorch, threads and precision; the regularisers
+    and averaging when on; the model."""
+    print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s), %s, %s batches"
+          % (torch.__version__, torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS"),
+             "autocast bf16" if run["precision"] is not contextlib.nullcontext else "fp32", args.layout))
+    average = run["average"]
+    if run["awd"] or average.decay > 0:
+        print("regularisers: %s; averaged weights: decay %g from update %d"
+              % (", ".join("%s %g" % (k, m[k]) for k in AWD_KEYS) + (" (locked)" if m["locked_dropout"] else ""),
+                 average.decay, average.start))
+    print("model %s layers %d embed %d hidden %d vocab %d bidirectional %d dropout %g tie %d: %d parameters"
+          % (m["cell"], m["layers"], m["embed"], m["hidden"], train_set.vocab_size, m["bidirectional"],
+             m["dropout"], m["tie_weights"], sum(p.numel() for p in params)))
+
+
 def train(args, cfg):
     m, d, t = cfg["model"], cfg["data"], cfg["train"]
     if m["task"] != "lm":
@@ -990,7 +1042,9 @@ def train(args, cfg):
         return v, n
 
     if d["mode"] == "stream":
-        return train_stream(args, cfg, model, opt, params, train_set, eval_set)
+        run = dict(awd=awd, average=average, precision=precision, curve=curve)
+        print_setup(args, m, train_set, params, run)
+        return train_stream(args, cfg, model, opt, params, train_set, eval_set, run)
     starts, lengths = train_set.pieces(d["max_len"])
     if args.match_rnn_dist:
         bounds = c_bucket_bounds(lengths, d["buckets"], d["num_buckets"])
@@ -1003,16 +1057,7 @@ def train(args, cfg):
     batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, budget))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
-    print("torch %s, %d threads (OPENBLAS_NUM_THREADS=%s), %s, %s batches"
-          % (torch.__version__, torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS"),
-             "autocast bf16" if precision is not contextlib.nullcontext else "fp32", args.layout))
-    if awd or average.decay > 0:
-        print("regularisers: %s; averaged weights: decay %g from update %d"
-              % (", ".join("%s %g" % (k, m[k]) for k in AWD_KEYS) + (" (locked)" if m["locked_dropout"] else ""),
-                 average.decay, average.start))
-    print("model %s layers %d embed %d hidden %d vocab %d bidirectional %d dropout %g tie %d: %d parameters"
-          % (m["cell"], m["layers"], m["embed"], m["hidden"], train_set.vocab_size, m["bidirectional"],
-             m["dropout"], m["tie_weights"], sum(p.numel() for p in params)))
+    print_setup(args, m, train_set, params, dict(awd=awd, average=average, precision=precision))
     print("train %s: %d sequences, %d tokens, %d pieces (max_len %d), buckets <= %s, "
           "%d batches/epoch of %s; %d steps"
           % (d["train"], len(train_set.offsets) - 1, len(train_set.tokens), len(starts), d["max_len"],
@@ -1088,15 +1133,46 @@ def train(args, cfg):
     print_eval(v, n)
 
 
-def train_stream(args, cfg, model, opt, params, train_set, eval_set):
-    """data.mode = stream: windows of global_batch streams, state carried."""
-    d, t = cfg["data"], cfg["train"]
+def stream_window(model, ds, starts, lengths, state, m, precision, fused):
+    """One training window of data.mode = stream: (loss to back-propagate,
+    NLL sum, targets, state after it, detached). fused: the AWD-LSTM keys
+    or --layout padded, through awd_window_loss on [T, B] (the windows are
+    dense: every stream but the last window's shorter ones runs T steps);
+    otherwise the packed nn.Module path (stream_loss)."""
+    n = len(starts)
+    if not fused:
+        nll, count, state = stream_loss(model, ds, starts, lengths, state)
+        return nll, nll, count, state
+    with precision():
+        total, nll, final = awd_window_loss(model, make_padded_batch(ds, starts, lengths), m, take_state(state, n))
+    return total, nll, int(lengths.sum()), put_state(state, final, n)
+
+
+def train_stream(args, cfg, model, opt, params, train_set, eval_set, run):
+    """data.mode = stream: windows of global_batch streams, state carried
+    (reset to zeros at each epoch's start, as rnn_dist). run: train()'s
+    averaged weights, precision, curve and AWD switch."""
+    m, d, t = cfg["model"], cfg["data"], cfg["train"]
     windows = -(-(-(-len(train_set.tokens) // t["global_batch"])) // d["bptt"])
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * windows
+    fused = run["awd"] or args.layout == "padded"
     print("train %s: %d tokens as %d streams, %d windows of <= %d steps an epoch; %d steps"
           % (d["train"], len(train_set.tokens), t["global_batch"], windows, d["bptt"], total), flush=True)
-    step, epoch, t_log, log_loss, log_tokens = 0, 0, time.time(), 0.0, 0
-    while step < total:
+
+    def evaluate_averaged(step, minutes):
+        run["average"].swap()
+        with run["precision"]():
+            v, n = evaluate_stream(model, eval_set, t["eval_batch"], d["bptt"])
+        run["average"].swap()
+        if run["curve"]:
+            run["curve"].write("%.4f,%.4f,%d\n" % (minutes, math.exp(v), step))
+            run["curve"].flush()
+        return v, n
+
+    step, epoch, trained_tokens, stop = 0, 0, 0, False
+    t_start = t_log = time.time()
+    log_loss, log_tokens = 0.0, 0
+    while step < total and not stop:
         state = zero_state(model, t["global_batch"])
         for starts, lengths in stream_windows(len(train_set.tokens), t["global_batch"], d["bptt"]):
             if step >= total:
@@ -1105,22 +1181,39 @@ def train_stream(args, cfg, model, opt, params, train_set, eval_set):
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.zero_grad(set_to_none=True)
-            nll, n, state = stream_loss(model, train_set, starts, lengths, state)
-            (nll / n).backward()
+            loss, nll, n, state = stream_window(model, train_set, starts, lengths, state, m, run["precision"], fused)
+            (loss / n).backward()
             if t["clip_norm"] > 0:
                 torch.nn.utils.clip_grad_norm_(params, t["clip_norm"])
             opt.step()
             step += 1
-            log_loss, log_tokens = log_loss + nll.item(), log_tokens + n
+            run["average"].update(step)
+            log_loss, log_tokens, trained_tokens = log_loss + nll.item(), log_tokens + n, trained_tokens + n
             if step % t["log_every"] == 0 or step == total:
                 mean, now = log_loss / log_tokens, time.time()
                 print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
                       % (step, total, epoch, mean, math.exp(mean), log_tokens / (now - t_log), lr), flush=True)
                 t_log, log_loss, log_tokens = now, 0.0, 0
+            if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < total:
+                v, count = evaluate_averaged(step, (time.time() - t_start) / 60.0)
+                print("eval step %d %s loss %.6f ppl %.4f tokens %d (streams)"
+                      % (step, args.eval_set, v, math.exp(v), count), flush=True)
+            if t["time_limit_s"] > 0 and time.time() - t_start > t["time_limit_s"]:
+                print("time limit %.0f s reached at step %d" % (t["time_limit_s"], step), flush=True)
+                stop = True
+                break
         epoch += 1
+    seconds = time.time() - t_start
+    print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
+          % (step, trained_tokens, seconds, trained_tokens / seconds), flush=True)
+    v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
     if args.save:
+        run["average"].swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
         save_model(model, args.save)
-    v, n = evaluate_stream(model, eval_set, t["eval_batch"], d["bptt"])
+        run["average"].swap()
+        print("saved %s" % args.save)
+    if run["curve"]:
+        run["curve"].close()
     print("%s set %s (streams)" % (args.eval_set, d[args.eval_set]))
     print_eval(v, n)
 

@@ -13,7 +13,10 @@ comparison) computes rnn_dist's function:
      decay * avg + (1 - decay) * w), and swap exchanges and restores;
   5. a 6-step training run on --data with every regulariser and averaging
      on writes a curve CSV with its evaluations and ends with the contract
-     line.
+     line: pieces packed and padded, and data.mode = stream;
+  6. stream windows: the state carried through awd_window_loss gives one
+     long window's loss, and the fused [T, B] path equals the packed
+     stream_loss from the same carried state.
 
   torch_lm_awd.py --torch-lm bench/torch_lm.py --data DIR --work DIR
 """
@@ -101,6 +104,39 @@ def check_functions(tl):
             check(with_it > base, "%s: %s adds to the loss" % (cell, key))
 
 
+def check_stream_windows(tl):
+    """data.mode = stream: awd_window_loss carries the state, so two windows
+    with the state carried give one long window's NLL and AR (TAR off: it
+    pairs steps within a window), and its fused [T, B] path equals the
+    packed nn.Module path (stream_loss) from the same non-zero state."""
+    rng = np.random.default_rng(2)
+    data = Tokens(rng.integers(0, 50, size=300))
+    starts, first, second = np.array([0, 100, 200]), 10, 7
+    m = regulariser_keys(tar_beta=0.0)
+    torch.manual_seed(0)
+    for cell in ("gru", "lstm"):
+        model = tl.LanguageModel(cell, 50, 16, 16, 2, False, 0.0, True).double()
+        model.reset_parameters()
+
+        def batch(at, n):
+            inputs, targets, valid = tl.make_padded_batch(data, at, np.full(3, n))
+            return inputs, targets, valid.double()
+
+        whole, whole_nll, _ = tl.awd_window_loss(model, batch(starts, first + second), m)
+        a, a_nll, state = tl.awd_window_loss(model, batch(starts, first), m)
+        b, b_nll, _ = tl.awd_window_loss(model, batch(starts + first, second), m, state)
+        check(abs((a + b).item() - whole.item()) < 1e-9 and abs((a_nll + b_nll).item() - whole_nll.item()) < 1e-9,
+              "%s: two windows with the state carried = one window (%.12f, %.12f)" % (cell, (a + b).item(),
+                                                                                     whole.item()))
+        plain = regulariser_keys(ar_alpha=0.0, tar_beta=0.0)
+        _, fused, fused_state = tl.awd_window_loss(model, batch(starts + first, second), plain, state)
+        packed, _, packed_state = tl.stream_loss(model, data, starts + first, np.full(3, second), state)
+        pairs = zip(fused_state, packed_state) if cell == "lstm" else [(fused_state, packed_state)]
+        check(abs(fused.item() - packed.item()) < 1e-9 and all(torch.allclose(x, y, atol=1e-12) for x, y in pairs),
+              "%s: fused window = packed stream_loss from a carried state (%.12f, %.12f)"
+              % (cell, fused.item(), packed.item()))
+
+
 def check_average(tl):
     params = [torch.zeros(3), torch.zeros(2)]
     average = tl.WeightAverage(params, 0.5, 2)
@@ -126,19 +162,20 @@ def check_training(torch_lm, data, work):
     os.makedirs(work, exist_ok=True)
     curve = os.path.join(work, "curve.csv")
     config = os.path.join(work, "awd.ini")
-    with open(config, "w") as f:
-        f.write("[model]\ncell = lstm\nlayers = 2\nembed = 32\nhidden = 32\ntie_weights = true\ndropout = 0.25\n"
-                "locked_dropout = true\nembedding_dropout = 0.05\nweight_dropout = 0.2\nar_alpha = 1\n"
-                "tar_beta = 1\n[data]\nmax_len = 20\n[train]\nsteps = 6\nglobal_batch = 8\neval_every = 3\n"
-                "ema_decay = 0.9\nema_start = 2\nlog_every = 3\nthreads = 1\n")
-    for layout in ("packed", "padded"):
+    model = ("[model]\ncell = lstm\nlayers = 2\nembed = 32\nhidden = 32\ntie_weights = true\ndropout = 0.25\n"
+             "locked_dropout = true\nembedding_dropout = 0.05\nweight_dropout = 0.2\nar_alpha = 1\ntar_beta = 1\n")
+    train = ("[train]\nsteps = 6\nglobal_batch = 8\neval_every = 3\nema_decay = 0.9\nema_start = 2\nlog_every = 3\n"
+             "threads = 1\n")
+    for layout, mode in (("packed", "pieces"), ("padded", "pieces"), ("packed", "stream")):
+        with open(config, "w") as f:
+            f.write(model + "[data]\nmode = %s\nmax_len = 20\nbptt = 20\n" % mode + train)
         r = subprocess.run([sys.executable, torch_lm, config, "--data-dir", data, "--layout", layout,
                             "--curve", curve], capture_output=True, text=True, timeout=600)
         lines = r.stdout.strip().splitlines()
         rows = open(curve).read().strip().splitlines() if os.path.exists(curve) else []
         check(r.returncode == 0 and lines and lines[-1].startswith("loss ") and len(rows) == 3
               and rows[0] == "minutes,ppl,step" and rows[1].endswith(",3") and rows[2].endswith(",6"),
-              "%s: 6 AWD steps with averaging train, evaluate at 3 and 6 (curve %s)" % (layout, rows[1:]))
+              "%s, %s: 6 AWD steps with averaging train, evaluate at 3 and 6 (curve %s)" % (layout, mode, rows[1:]))
         if r.returncode:
             print(r.stderr[-2000:])
         os.remove(curve) if os.path.exists(curve) else None
@@ -152,6 +189,7 @@ def main():
     a = ap.parse_args()
     tl = load_torch_lm(a.torch_lm)
     check_functions(tl)
+    check_stream_windows(tl)
     check_average(tl)
     check_training(a.torch_lm, a.data, a.work)
     if FAILURES:
