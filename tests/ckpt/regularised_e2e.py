@@ -6,7 +6,8 @@ they are used:
     weight dropout, AR, TAR) and averaged weights (train.ema_decay), stopped
     by SIGTERM and resumed (--resume auto), at 1 rank and at 2: every
     parameter, optimizer moment and averaged weight bitwise equal to the
-    uninterrupted run's final checkpoint;
+    uninterrupted run's final checkpoint; the same for bf16 products on
+    token streams (data.mode = stream, configs/wikitext2_awd.ini's kind);
   - the regularisers change the run (without them it ends elsewhere);
   - model.h5 holds the averaged weights (the checkpoint's
     /optimizer/average), not the raw ones; `rnn_dist eval` prints the same
@@ -62,12 +63,16 @@ def final_checkpoint(out):
         return os.path.join(out, f.read().strip())
 
 
-for ranks in (0, 2):
-    tag = f"{ranks or 1} rank{'s' if ranks else ''}"
-    straight, stopped = os.path.join(a.work, f"straight{ranks}"), os.path.join(a.work, f"stopped{ranks}")
-    r1 = run(ranks, straight, regularisers)
-    r2 = run(ranks, stopped, regularisers, hook=str(K))
-    r3 = run(ranks, stopped, [*regularisers, "--resume", "auto"])
+# configs/wikitext2_awd.ini's combination too: bf16 products on token streams
+# with the state carried between windows (the checkpoint holds it)
+STREAM_BF16 = ["--set", "data.mode=stream", "--set", "data.bptt=20", "--set", "train.precision=bf16"]
+for ranks, mode in ((0, []), (2, []), (0, STREAM_BF16), (2, STREAM_BF16)):
+    tag = f"{ranks or 1} rank{'s' if ranks else ''}{', bf16 streams' if mode else ''}"
+    name = f"{ranks}{'_stream' if mode else ''}"
+    straight, stopped = os.path.join(a.work, f"straight{name}"), os.path.join(a.work, f"stopped{name}")
+    r1 = run(ranks, straight, [*regularisers, *mode])
+    r2 = run(ranks, stopped, [*regularisers, *mode], hook=str(K))
+    r3 = run(ranks, stopped, [*regularisers, *mode, "--resume", "auto"])
     ok = r1.returncode == 0 and r3.returncode == 0 and r2.returncode != 1
     if not ok:
         print(r1.stderr[-800:], r2.stderr[-800:], r3.stderr[-800:])
