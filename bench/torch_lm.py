@@ -978,6 +978,56 @@ def make_optimizer(model, t):
     return torch.optim.SGD(params, lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
 
 
+class Progress:
+    """Both training loops' bookkeeping: after each step the log line (every
+    train.log_every steps), the evaluation (every train.eval_every) and the
+    time limit; at the end the totals, the last evaluation, --save and the
+    contract line. evaluate(step, minutes) evaluates the averaged weights
+    and writes the curve; label tags the evaluation lines (" (streams)")."""
+
+    def __init__(self, args, t, total, evaluate, label):
+        self.args, self.t, self.total, self.evaluate, self.label = args, t, total, evaluate, label
+        self.start = self.last_log = time.time()
+        self.log_loss, self.log_tokens, self.tokens = 0.0, 0, 0
+
+    def minutes(self):
+        return (time.time() - self.start) / 60.0
+
+    def after_step(self, step, epoch, lr, nll, targets):
+        """Account one step (its NLL sum over `targets`); True when the time limit stops training."""
+        t = self.t
+        self.log_loss, self.log_tokens, self.tokens = self.log_loss + nll, self.log_tokens + targets, self.tokens + targets
+        if step % t["log_every"] == 0 or step == self.total:
+            mean, now = self.log_loss / self.log_tokens, time.time()
+            print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
+                  % (step, self.total, epoch, mean, math.exp(mean), self.log_tokens / (now - self.last_log), lr),
+                  flush=True)
+            self.last_log, self.log_loss, self.log_tokens = now, 0.0, 0
+        if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < self.total:
+            v, n = self.evaluate(step, self.minutes())
+            print("eval step %d %s loss %.6f ppl %.4f tokens %d%s"
+                  % (step, self.args.eval_set, v, math.exp(v), n, self.label), flush=True)
+        if t["time_limit_s"] > 0 and time.time() - self.start > t["time_limit_s"]:
+            print("time limit %.0f s reached at step %d" % (t["time_limit_s"], step), flush=True)
+            return True
+        return False
+
+    def finish(self, step, model, run, eval_path):
+        seconds = time.time() - self.start
+        print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
+              % (step, self.tokens, seconds, self.tokens / seconds), flush=True)
+        v, n = self.evaluate(step, self.minutes())
+        if self.args.save:
+            run["average"].swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
+            save_model(model, self.args.save)
+            run["average"].swap()
+            print("saved %s" % self.args.save)
+        if run["curve"]:
+            run["curve"].close()
+        print("%s set %s%s" % (self.args.eval_set, eval_path, self.label))
+        print_eval(v, n)
+
+
 def print_setup(args, m, train_set, params, run):
     """The start-up lines: PyTorch, threads and precision; the regularisers
     and averaging when on; the model."""
@@ -1041,8 +1091,8 @@ def train(args, cfg):
             curve.flush()
         return v, n
 
+    run = dict(awd=awd, average=average, precision=precision, curve=curve)
     if d["mode"] == "stream":
-        run = dict(awd=awd, average=average, precision=precision, curve=curve)
         print_setup(args, m, train_set, params, run)
         return train_stream(args, cfg, model, opt, params, train_set, eval_set, run)
     starts, lengths = train_set.pieces(d["max_len"])
@@ -1057,17 +1107,15 @@ def train(args, cfg):
     batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, budget))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
-    print_setup(args, m, train_set, params, dict(awd=awd, average=average, precision=precision))
+    print_setup(args, m, train_set, params, run)
     print("train %s: %d sequences, %d tokens, %d pieces (max_len %d), buckets <= %s, "
           "%d batches/epoch of %s; %d steps"
           % (d["train"], len(train_set.offsets) - 1, len(train_set.tokens), len(starts), d["max_len"],
              ",".join(map(str, bounds)), batches_per_epoch,
              "<= %d tokens" % budget if budget > 0 else "%d pieces" % t["global_batch"], total), flush=True)
 
-    step, epoch, trained_tokens = 0, 0, 0
-    t_start = time.time()
-    t_log, log_loss, log_tokens = time.time(), 0.0, 0
-    stop = False
+    step, epoch, stop = 0, 0, False
+    progress = Progress(args, t, total, evaluate_averaged, "")
     while step < total and not stop:
         for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch, lengths, budget):
             sel = np.sort(sel)  # piece ids ascending: make_batch's stable sort then orders as batch_fill
@@ -1099,38 +1147,11 @@ def train(args, cfg):
             opt.step()
             step += 1
             average.update(step)
-            log_loss += nll_sum.item()
-            log_tokens += n_targets
-            trained_tokens += n_targets
-            if step % t["log_every"] == 0 or step == total:
-                now = time.time()
-                mean = log_loss / log_tokens
-                print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
-                      % (step, total, epoch, mean, math.exp(mean), log_tokens / (now - t_log), lr),
-                      flush=True)
-                t_log, log_loss, log_tokens = now, 0.0, 0
-            if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < total:
-                v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
-                print("eval step %d %s loss %.6f ppl %.4f tokens %d"
-                      % (step, args.eval_set, v, math.exp(v), n), flush=True)
-            if t["time_limit_s"] > 0 and time.time() - t_start > t["time_limit_s"]:
-                print("time limit %.0f s reached at step %d" % (t["time_limit_s"], step), flush=True)
-                stop = True
+            stop = progress.after_step(step, epoch, lr, nll_sum.item(), n_targets)
+            if stop:
                 break
         epoch += 1
-    seconds = time.time() - t_start
-    print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
-          % (step, trained_tokens, seconds, trained_tokens / seconds), flush=True)
-    v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
-    if args.save:
-        average.swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
-        save_model(model, args.save)
-        average.swap()
-        print("saved %s" % args.save)
-    if curve:
-        curve.close()
-    print("%s set %s" % (args.eval_set, eval_path))
-    print_eval(v, n)
+    progress.finish(step, model, run, eval_path)
 
 
 def stream_window(model, ds, starts, lengths, state, m, precision, fused):
@@ -1169,9 +1190,8 @@ def train_stream(args, cfg, model, opt, params, train_set, eval_set, run):
             run["curve"].flush()
         return v, n
 
-    step, epoch, trained_tokens, stop = 0, 0, 0, False
-    t_start = t_log = time.time()
-    log_loss, log_tokens = 0.0, 0
+    step, epoch, stop = 0, 0, False
+    progress = Progress(args, t, total, evaluate_averaged, " (streams)")
     while step < total and not stop:
         state = zero_state(model, t["global_batch"])
         for starts, lengths in stream_windows(len(train_set.tokens), t["global_batch"], d["bptt"]):
@@ -1188,34 +1208,11 @@ def train_stream(args, cfg, model, opt, params, train_set, eval_set, run):
             opt.step()
             step += 1
             run["average"].update(step)
-            log_loss, log_tokens, trained_tokens = log_loss + nll.item(), log_tokens + n, trained_tokens + n
-            if step % t["log_every"] == 0 or step == total:
-                mean, now = log_loss / log_tokens, time.time()
-                print("step %d/%d epoch %d loss %.4f ppl %.2f tokens/s %.0f lr %.3g"
-                      % (step, total, epoch, mean, math.exp(mean), log_tokens / (now - t_log), lr), flush=True)
-                t_log, log_loss, log_tokens = now, 0.0, 0
-            if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < total:
-                v, count = evaluate_averaged(step, (time.time() - t_start) / 60.0)
-                print("eval step %d %s loss %.6f ppl %.4f tokens %d (streams)"
-                      % (step, args.eval_set, v, math.exp(v), count), flush=True)
-            if t["time_limit_s"] > 0 and time.time() - t_start > t["time_limit_s"]:
-                print("time limit %.0f s reached at step %d" % (t["time_limit_s"], step), flush=True)
-                stop = True
+            stop = progress.after_step(step, epoch, lr, nll.item(), n)
+            if stop:
                 break
         epoch += 1
-    seconds = time.time() - t_start
-    print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
-          % (step, trained_tokens, seconds, trained_tokens / seconds), flush=True)
-    v, n = evaluate_averaged(step, (time.time() - t_start) / 60.0)
-    if args.save:
-        run["average"].swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
-        save_model(model, args.save)
-        run["average"].swap()
-        print("saved %s" % args.save)
-    if run["curve"]:
-        run["curve"].close()
-    print("%s set %s (streams)" % (args.eval_set, d[args.eval_set]))
-    print_eval(v, n)
+    progress.finish(step, model, run, d[args.eval_set])
 
 
 def eval_only(args, cfg):
