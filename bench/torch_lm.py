@@ -982,16 +982,26 @@ class Progress:
     """Both training loops' bookkeeping: after each step the log line (every
     train.log_every steps), the evaluation (every train.eval_every) and the
     time limit; at the end the totals, the last evaluation, --save and the
-    contract line. evaluate(step, minutes) evaluates the averaged weights
-    and writes the curve; label tags the evaluation lines (" (streams)")."""
+    contract line. run: train()'s averaged weights, precision, curve and
+    AWD switch; measure() gives (mean NLL, targets) of the evaluation set
+    with the weights as they are; label tags the evaluation lines
+    (" (streams)")."""
 
-    def __init__(self, args, t, total, evaluate, label):
-        self.args, self.t, self.total, self.evaluate, self.label = args, t, total, evaluate, label
+    def __init__(self, args, t, total, run, measure, label):
+        self.args, self.t, self.total, self.run, self.measure, self.label = args, t, total, run, measure, label
         self.start = self.last_log = time.time()
         self.log_loss, self.log_tokens, self.tokens = 0.0, 0, 0
 
-    def minutes(self):
-        return (time.time() - self.start) / 60.0
+    def evaluate(self, step):
+        """measure() of the averaged weights; a curve row at the training clock."""
+        average, curve = self.run["average"], self.run["curve"]
+        average.swap()
+        v, n = self.measure()
+        average.swap()
+        if curve:
+            curve.write("%.4f,%.4f,%d\n" % ((time.time() - self.start) / 60.0, math.exp(v), step))
+            curve.flush()
+        return v, n
 
     def after_step(self, step, epoch, lr, nll, targets):
         """Account one step (its NLL sum over `targets`); True when the time limit stops training."""
@@ -1004,7 +1014,7 @@ class Progress:
                   flush=True)
             self.last_log, self.log_loss, self.log_tokens = now, 0.0, 0
         if t["eval_every"] > 0 and step % t["eval_every"] == 0 and step < self.total:
-            v, n = self.evaluate(step, self.minutes())
+            v, n = self.evaluate(step)
             print("eval step %d %s loss %.6f ppl %.4f tokens %d%s"
                   % (step, self.args.eval_set, v, math.exp(v), n, self.label), flush=True)
         if t["time_limit_s"] > 0 and time.time() - self.start > t["time_limit_s"]:
@@ -1012,11 +1022,11 @@ class Progress:
             return True
         return False
 
-    def finish(self, step, model, run, eval_path):
-        seconds = time.time() - self.start
+    def finish(self, step, model, eval_path):
+        run, seconds = self.run, time.time() - self.start
         print("trained %d steps, %d tokens in %.1f s (%.0f tokens/s, evaluations included)"
               % (step, self.tokens, seconds, self.tokens / seconds), flush=True)
-        v, n = self.evaluate(step, self.minutes())
+        v, n = self.evaluate(step)
         if self.args.save:
             run["average"].swap()  # the model file holds the averaged weights, as rnn_dist's model.h5
             save_model(model, self.args.save)
@@ -1082,18 +1092,9 @@ def train(args, cfg):
     if curve:
         curve.write("minutes,ppl,step\n")
 
-    def evaluate_averaged(step, minutes):
-        average.swap()
-        v, n = evaluate(model, eval_set, d["max_len"], t["eval_batch"], precision, args.layout == "padded")
-        average.swap()
-        if curve:
-            curve.write("%.4f,%.4f,%d\n" % (minutes, math.exp(v), step))
-            curve.flush()
-        return v, n
-
     run = dict(awd=awd, average=average, precision=precision, curve=curve)
+    print_setup(args, m, train_set, params, run)
     if d["mode"] == "stream":
-        print_setup(args, m, train_set, params, run)
         return train_stream(args, cfg, model, opt, params, train_set, eval_set, run)
     starts, lengths = train_set.pieces(d["max_len"])
     if args.match_rnn_dist:
@@ -1107,7 +1108,6 @@ def train(args, cfg):
     batches_per_epoch = len(plan(bucket_of, len(bounds), t["global_batch"], t["seed"], 0, lengths, budget))
     total = t["steps"] if t["steps"] > 0 else t["epochs"] * batches_per_epoch
 
-    print_setup(args, m, train_set, params, run)
     print("train %s: %d sequences, %d tokens, %d pieces (max_len %d), buckets <= %s, "
           "%d batches/epoch of %s; %d steps"
           % (d["train"], len(train_set.offsets) - 1, len(train_set.tokens), len(starts), d["max_len"],
@@ -1115,7 +1115,8 @@ def train(args, cfg):
              "<= %d tokens" % budget if budget > 0 else "%d pieces" % t["global_batch"], total), flush=True)
 
     step, epoch, stop = 0, 0, False
-    progress = Progress(args, t, total, evaluate_averaged, "")
+    progress = Progress(args, t, total, run, lambda: evaluate(model, eval_set, d["max_len"], t["eval_batch"],
+                                                              precision, args.layout == "padded"), "")
     while step < total and not stop:
         for sel in plan(bucket_of, len(bounds), t["global_batch"], t["seed"], epoch, lengths, budget):
             sel = np.sort(sel)  # piece ids ascending: make_batch's stable sort then orders as batch_fill
@@ -1151,7 +1152,7 @@ def train(args, cfg):
             if stop:
                 break
         epoch += 1
-    progress.finish(step, model, run, eval_path)
+    progress.finish(step, model, eval_path)
 
 
 def stream_window(model, ds, starts, lengths, state, m, precision, fused):
@@ -1180,18 +1181,12 @@ def train_stream(args, cfg, model, opt, params, train_set, eval_set, run):
     print("train %s: %d tokens as %d streams, %d windows of <= %d steps an epoch; %d steps"
           % (d["train"], len(train_set.tokens), t["global_batch"], windows, d["bptt"], total), flush=True)
 
-    def evaluate_averaged(step, minutes):
-        run["average"].swap()
+    def measure():
         with run["precision"]():
-            v, n = evaluate_stream(model, eval_set, t["eval_batch"], d["bptt"])
-        run["average"].swap()
-        if run["curve"]:
-            run["curve"].write("%.4f,%.4f,%d\n" % (minutes, math.exp(v), step))
-            run["curve"].flush()
-        return v, n
+            return evaluate_stream(model, eval_set, t["eval_batch"], d["bptt"])
 
     step, epoch, stop = 0, 0, False
-    progress = Progress(args, t, total, evaluate_averaged, " (streams)")
+    progress = Progress(args, t, total, run, measure, " (streams)")
     while step < total and not stop:
         state = zero_state(model, t["global_batch"])
         for starts, lengths in stream_windows(len(train_set.tokens), t["global_batch"], d["bptt"]):
@@ -1212,7 +1207,7 @@ def train_stream(args, cfg, model, opt, params, train_set, eval_set, run):
             if stop:
                 break
         epoch += 1
-    progress.finish(step, model, run, d[args.eval_set])
+    progress.finish(step, model, d[args.eval_set])
 
 
 def eval_only(args, cfg):
