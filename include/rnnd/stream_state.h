@@ -43,6 +43,8 @@ int stream_state_window_done(rnnd_stream_state *s);
 void stream_state_gather(const rnnd_stream_state *s, const rnnd_comm *comm, float *all);
 /* Takes this rank's slice of all[plan.n_streams * width] as the carried state. */
 void stream_state_scatter(rnnd_stream_state *s, const float *all);
+/* Grows cap to hold any window of this rank's streams. */
+void stream_state_grow_capacity(const rnnd_stream_state *s, rnnd_backend_capacity *cap);
 /* Max over ranks of the targets in window w / their mean (1 = perfect). */
 double stream_state_imbalance(const rnnd_stream_state *s, int64_t w, int world);
 

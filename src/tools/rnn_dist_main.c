@@ -43,6 +43,10 @@ static void print_help(void) {
       "  --max-len N            piece length (default: the one the model was trained with; a classifier\n"
       "                         reads whole sequences)\n"
       "  --batch N              sequences per evaluation batch (default 64)\n"
+      "  --streams N            a language model or forecaster: read the data set as N streams in windows of\n"
+      "                         --max-len steps, the state carried from one window to the next (the\n"
+      "                         protocol of data.mode = stream, with N = train.eval_batch and --max-len\n"
+      "                         = data.bptt; default 0: pieces, each from a zero state)\n"
       "  --threads N            CPU threads (default: all cores)\n"
       "  --device D             auto (the GPU when this build has the CUDA backend, one is visible and it\n"
       "                         runs the model), cpu or cuda; default auto (as train.device)\n"
@@ -86,7 +90,8 @@ static void print_help(void) {
 typedef struct {
   const char *checkpoint, *data;
   int max_len, batch, threads, target_last;
-  int device; /* rnnd_device */
+  int streams; /* 0: pieces */
+  int device;  /* rnnd_device */
 } eval_args;
 
 static int parse_device(const char *text) {
@@ -103,7 +108,8 @@ static const struct option eval_options[] = {
     {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
     {"max-len", required_argument, NULL, 'm'},    {"batch", required_argument, NULL, 'b'},
     {"threads", required_argument, NULL, 't'},    {"device", required_argument, NULL, 'D'},
-    {"target-last", required_argument, NULL, 'k'}, {NULL, 0, NULL, 0}};
+    {"target-last", required_argument, NULL, 'k'}, {"streams", required_argument, NULL, 'S'},
+    {NULL, 0, NULL, 0}};
 
 static void parse_eval(int argc, char **argv, eval_args *a) {
   int c;
@@ -116,6 +122,7 @@ static void parse_eval(int argc, char **argv, eval_args *a) {
       case 't': a->threads = options_int("--threads", optarg, 1, MAX_COUNT); break;
       case 'D': a->device = parse_device(optarg); break;
       case 'k': a->target_last = options_int("--target-last", optarg, 1, MAX_COUNT); break;
+      case 'S': a->streams = options_int("--streams", optarg, 1, MAX_COUNT); break;
     }
   }
   if (!a->checkpoint || !a->data) rnnd_input_error("eval: --checkpoint and --data are required (see --help)");
@@ -136,50 +143,102 @@ static void check_classes(const rnnd_dataset *ds, const char *data, const rnnd_m
   if (*max_len < longest) *max_len = longest > INT32_MAX ? INT32_MAX : (int)longest;
 }
 
+/* The backend (and a batch) for cap on the device --device asks for.
+ * The caller destroys the backend and frees the batch. */
+static rnnd_backend *open_eval_backend(const eval_args *a, const rnnd_model_shape *shape, const rnnd_layout *layout,
+                                       rnnd_backend_capacity *cap, const rnnd_comm *comm, rnnd_batch *batch) {
+  cap->threads = a->threads;
+  cap->storage = RNND_DTYPE_F32;
+  rnnd_device_choice device;
+  device_choose(&device, a->device, comm->local_rank, shape);
+  rnnd_backend *be = device_open_backend(&device, layout, cap);
+  batch_init(batch, cap->max_pieces, cap->max_steps, cap->max_tokens);
+  if (shape->n_features) batch_init_series(batch, shape->n_features);
+  return be;
+}
+
+/* Pieces of at most --max-len targets, each from a zero state. */
+static rnnd_eval_result eval_pieces(const eval_args *a, const rnnd_model_shape *shape, const rnnd_layout *layout,
+                                    const float *params, const rnnd_dataset *ds, const rnnd_comm *comm) {
+  const rnnd_task_ops *task = task_of(shape->task);
+  rnnd_sampler sampler;
+  rnnd_sampler_options options = sampler_eval_options(a->max_len, a->batch);
+  rnnd_data_config data = {.target_last = a->target_last};
+  task->sampler_options(&options, &data);
+  sampler_init(&sampler, ds, &options);
+  rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
+                               .max_tokens = sampler.largest_batch_tokens};
+  rnnd_batch batch;
+  rnnd_backend *be = open_eval_backend(a, shape, layout, &cap, comm, &batch);
+  rnnd_eval_result r = evaluate_dataset(be, task, params, ds, &sampler, &batch, comm);
+  batch_free(&batch);
+  be->ops->destroy(be);
+  sampler_free(&sampler);
+  return r;
+}
+
+/* --streams: the corpus as token streams read in windows of --max-len
+ * steps, each window starting from the state the last one left. */
+static rnnd_eval_result eval_streams(const eval_args *a, const rnnd_model_shape *shape, const rnnd_layout *layout,
+                                     const float *params, const rnnd_dataset *ds, const rnnd_comm *comm) {
+  /* the checks of config.c for data.mode = stream */
+  if (shape->task == RNND_TASK_CLASSIFY)
+    rnnd_input_error("%s: a classifier reads whole sequences; --streams is for a language model or forecaster",
+                     a->checkpoint);
+  if (shape->directions != 1)
+    rnnd_input_error("%s: --streams needs a unidirectional model (a carried state only runs forward)", a->checkpoint);
+  if (a->target_last) rnnd_input_error("eval: --streams and --target-last exclude each other (streams score every step)");
+  rnnd_stream_state streams;
+  stream_state_init(&streams, ds->n_tokens, a->streams, a->max_len, rnnd_state_width(shape), comm, a->data);
+  rnnd_backend_capacity cap = {0};
+  stream_state_grow_capacity(&streams, &cap);
+  rnnd_batch batch;
+  rnnd_backend *be = open_eval_backend(a, shape, layout, &cap, comm, &batch);
+  rnnd_piece *share = RNND_ALLOC(rnnd_piece, streams.plan.count > 0 ? streams.plan.count : 1, "stream pieces");
+  rnnd_eval_result r = evaluate_stream(be, task_of(shape->task), params, ds, &streams, &batch, share, comm);
+  free(share);
+  batch_free(&batch);
+  be->ops->destroy(be);
+  stream_state_free(&streams);
+  return r;
+}
+
+/* Reads the model file and the data set, checks that they belong
+ * together; the caller frees *params and the data set. */
+static void open_eval_inputs(eval_args *a, rnnd_model_shape *shape, rnnd_layout *layout, float **params,
+                             rnnd_dataset *ds) {
+  int trained_max_len = 0;
+  model_file_read_shape(a->checkpoint, shape, &trained_max_len);
+  if (!a->max_len) a->max_len = trained_max_len > 0 ? trained_max_len : 70;
+  dataset_open(ds, a->data, 0);
+  if (ds->n_features != shape->n_features)
+    rnnd_input_error("%s: data set has %d features but the model %s has %d (%s)", a->data, (int)ds->n_features,
+                     a->checkpoint, shape->n_features, shape->n_features ? "forecasting needs rnn_prep --csv data"
+                                                                         : "a time series for a token model");
+  if (ds->vocab_size != shape->vocab_size)
+    rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a->data,
+                     ds->vocab_size, a->checkpoint, shape->vocab_size);
+  if (shape->n_classes) check_classes(ds, a->data, shape, a->checkpoint, &a->max_len);
+  model_layout_init(layout, shape);
+  *params = RNND_ALLOC(float, layout->numel, "parameters");
+  model_file_load_inference_params(a->checkpoint, layout, *params);
+}
+
 static int run_eval(int argc, char **argv, const rnnd_comm *comm) {
-  eval_args a = {NULL, NULL, 0, 64, 0, 0, RNND_DEVICE_AUTO};
+  eval_args a = {.batch = 64, .device = RNND_DEVICE_AUTO};
   parse_eval(argc, argv, &a);
   rnnd_model_shape shape;
-  int trained_max_len = 0;
-  model_file_read_shape(a.checkpoint, &shape, &trained_max_len);
-  if (!a.max_len) a.max_len = trained_max_len > 0 ? trained_max_len : 70;
-  rnnd_dataset ds;
-  dataset_open(&ds, a.data, 0);
-  if (ds.n_features != shape.n_features)
-    rnnd_input_error("%s: data set has %d features but the model %s has %d (%s)", a.data, (int)ds.n_features,
-                     a.checkpoint, shape.n_features, shape.n_features ? "forecasting needs rnn_prep --csv data"
-                                                                       : "a time series for a token model");
-  if (ds.vocab_size != shape.vocab_size)
-    rnnd_input_error("%s: data set has vocab_size %d but the model %s has %d (another vocabulary)", a.data,
-                     ds.vocab_size, a.checkpoint, shape.vocab_size);
-  const rnnd_task_ops *task = task_of(shape.task);
-  if (shape.n_classes) check_classes(&ds, a.data, &shape, a.checkpoint, &a.max_len);
   rnnd_layout layout;
-  model_layout_init(&layout, &shape);
-  float *params = RNND_ALLOC(float, layout.numel, "parameters");
-  model_file_load_inference_params(a.checkpoint, &layout, params);
-  rnnd_sampler sampler;
-  rnnd_sampler_options options = sampler_eval_options(a.max_len, a.batch);
-  rnnd_data_config data = {.target_last = a.target_last};
-  task->sampler_options(&options, &data);
-  sampler_init(&sampler, &ds, &options);
-  rnnd_backend_capacity cap = {.max_pieces = sampler.largest_batch_pieces, .max_steps = sampler.largest_batch_steps,
-                               .max_tokens = sampler.largest_batch_tokens, .threads = a.threads,
-                               .storage = RNND_DTYPE_F32};
-  rnnd_device_choice device;
-  device_choose(&device, a.device, comm->local_rank, &shape);
-  rnnd_backend *be = device_open_backend(&device, &layout, &cap);
-  rnnd_batch batch;
-  batch_init(&batch, cap.max_pieces, cap.max_steps, cap.max_tokens);
-  if (ds.n_features) batch_init_series(&batch, ds.n_features);
-  rnnd_eval_result r = evaluate_dataset(be, task, params, &ds, &sampler, &batch, comm);
+  rnnd_dataset ds;
+  float *params;
+  open_eval_inputs(&a, &shape, &layout, &params, &ds);
+  rnnd_eval_result r = a.streams ? eval_streams(&a, &shape, &layout, params, &ds, comm)
+                                 : eval_pieces(&a, &shape, &layout, params, &ds, comm);
+  const rnnd_task_ops *task = task_of(shape.task);
   rnnd_quality q = task->quality(r.nll_sum, r.tokens, &r.head);
   char result[200];
   task->result_text(&q, r.tokens, result, sizeof result);
   rnnd_print0("%s\n", result);
-  batch_free(&batch);
-  be->ops->destroy(be);
-  sampler_free(&sampler);
   free(params);
   dataset_free(&ds);
   return 0;

@@ -57,6 +57,13 @@ void stream_state_scatter(rnnd_stream_state *s, const float *all) {
   memcpy(s->state[s->current], all + s->plan.first * s->width, (size_t)(s->plan.count * s->width) * sizeof(float));
 }
 
+void stream_state_grow_capacity(const rnnd_stream_state *s, rnnd_backend_capacity *cap) {
+  int pieces = (int)s->plan.count, steps = s->plan.bptt;
+  if (pieces > cap->max_pieces) cap->max_pieces = pieces;
+  if (steps > cap->max_steps) cap->max_steps = steps;
+  if ((int64_t)pieces * steps > cap->max_tokens) cap->max_tokens = (int64_t)pieces * steps;
+}
+
 double stream_state_imbalance(const rnnd_stream_state *s, int64_t w, int world) {
   rnnd_stream_plan p = s->plan;
   int64_t most = 0, total = stream_window_tokens(&p, w);

@@ -76,14 +76,6 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
   set->present = 1;
 }
 
-/* Stream mode: room for any window of this rank's streams. */
-static void grow_stream_capacity(rnnd_backend_capacity *cap, const rnnd_stream_state *s) {
-  int pieces = (int)s->plan.count, steps = s->plan.bptt;
-  if (pieces > cap->max_pieces) cap->max_pieces = pieces;
-  if (steps > cap->max_steps) cap->max_steps = steps;
-  if ((int64_t)pieces * steps > cap->max_tokens) cap->max_tokens = (int64_t)pieces * steps;
-}
-
 /* Room for one rank's share of any batch of s dealt over `world` ranks: the
  * longest-first deal keeps every rank within one piece of the mean, so its
  * tokens are at most total / world + the longest piece. */
@@ -103,9 +95,9 @@ static void open_backend_and_step(rnnd_trainer *t) {
                                .bptt_segment = cfg->train.bptt_segment,
                                .weight_dropout = cfg->model.weight_dropout > 0.0};
   if (t->stream_mode) {
-    grow_stream_capacity(&cap, &t->stream);
-    if (t->valid.present) grow_stream_capacity(&cap, &t->valid.stream);
-    if (t->test.present) grow_stream_capacity(&cap, &t->test.stream);
+    stream_state_grow_capacity(&t->stream, &cap);
+    if (t->valid.present) stream_state_grow_capacity(&t->valid.stream, &cap);
+    if (t->test.present) stream_state_grow_capacity(&t->test.stream, &cap);
   } else {
     grow_capacity(&cap, &t->train_sampler, t->comm->size);
     /* evaluation hands whole batches to ranks in turn */

@@ -18,7 +18,10 @@ between windows, over ranks and across a resume.
   - PyTorch's classic recipe (bench/torch_lm.py in stream mode: the state
     carried and detached between windows) from rnn_dist's initial weights,
     without dropout: the same loss at every step (1e-4 relative) and the
-    same validation loss over streams, for GRU and LSTM.
+    same validation loss over streams, for GRU and LSTM;
+  - `rnn_dist eval --streams` of the model file, at 1 and 2 ranks, prints the
+    run's validation loss over streams; as pieces (no carried state) it
+    differs; too many streams for the data set: one error line naming it.
 usage: stream_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR --torch-lm SCRIPT"""
 import os
 import shutil
@@ -115,6 +118,27 @@ for cell in ["gru", "lstm"]:
     else:
         check(False, f"{cell}: resume at 1 rank failed")
 
+def eval_loss(ranks, model, extra):
+    """`rnn_dist eval`'s loss, or NaN when it failed."""
+    launcher = [a.mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] if ranks else []
+    r = subprocess.run([*launcher, a.rnn_dist, "eval", "--checkpoint", model, "--data", f"{a.data}/test.h5",
+                        "--threads", "1", *extra], capture_output=True, text=True, env=env, timeout=300)
+    last = r.stdout.strip().splitlines()[-1].split() if r.returncode == 0 and r.stdout.strip() else []
+    return float(last[1]) if len(last) >= 2 and last[0] == "loss" else float("nan")
+
+
+def check_eval_streams(cell, model, valid):
+    """The run validated over 4 streams in windows of 250 steps (eval_batch, bptt)."""
+    streams = ["--streams", "4", "--max-len", "250"]
+    for ranks in [0, 2]:
+        got = eval_loss(ranks, model, streams)
+        check(abs(got - valid) < 1e-6, f"{cell}: rnn_dist eval --streams 4 at {max(ranks, 1)} rank(s): {got:.6f}, "
+                                       f"the run's validation over streams {valid:.6f}")
+    pieces = eval_loss(0, model, ["--max-len", "250"])
+    check(abs(pieces - valid) > 1e-3, f"{cell}: the same model as pieces from a zero state: {pieces:.6f} "
+                                      f"(differs: the carried state counts)")
+
+
 # PyTorch's truncated-BPTT recipe, step by step.
 for cell in ["gru", "lstm"]:
     out = os.path.join(a.work, f"{cell}_vs_torch")
@@ -136,6 +160,7 @@ for cell in ["gru", "lstm"]:
           f"{cell}: {N} stream steps, rnn_dist vs PyTorch's recipe: worst relative loss difference {worst:.1e}")
     check(abs(valid - torch_valid) / torch_valid < 1e-4,
           f"{cell}: validation over streams: rnn_dist {valid:.6f}, PyTorch {torch_valid:.6f}")
+    check_eval_streams(cell, os.path.join(out, "model.h5"), valid)
 
 # A checkpoint of a pieces-mode run resumed in stream mode.
 pieces = os.path.join(a.work, "pieces")
@@ -144,4 +169,10 @@ r = run(0, pieces, ["--resume", os.path.join(pieces, "ckpt_step00000002.h5")], e
 lines = r.stderr.strip().splitlines()
 check(r.returncode == 2 and len(lines) == 1 and "ckpt_step00000002.h5" in lines[0] and "stream" in lines[0],
       f"pieces checkpoint in stream mode: exit {r.returncode}, stderr {lines[-1:] if lines else ''}")
+# More streams than the data set has tokens for: one line naming the file.
+r = subprocess.run([a.rnn_dist, "eval", "--checkpoint", os.path.join(pieces, "model.h5"), "--data",
+                    f"{a.data}/test.h5", "--streams", "16000000"], capture_output=True, text=True, env=env, timeout=60)
+lines = r.stderr.strip().splitlines()
+check(r.returncode == 2 and len(lines) == 1 and "test.h5" in lines[0] and "16000000 streams" in lines[0],
+      f"eval --streams 16000000: exit {r.returncode}, stderr {lines[-1:] if lines else ''}")
 checks.finish()
