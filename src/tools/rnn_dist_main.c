@@ -194,7 +194,7 @@ static rnnd_eval_result eval_streams(const eval_args *a, const rnnd_model_shape 
   stream_state_grow_capacity(&streams, &cap);
   rnnd_batch batch;
   rnnd_backend *be = open_eval_backend(a, shape, layout, &cap, comm, &batch);
-  rnnd_piece *share = RNND_ALLOC(rnnd_piece, streams.plan.count > 0 ? streams.plan.count : 1, "stream pieces");
+  rnnd_piece *share = RNND_ALLOC(rnnd_piece, streams.plan.count, "stream pieces"); /* >= 1: the plan refuses fewer */
   rnnd_eval_result r = evaluate_stream(be, task_of(shape->task), params, ds, &streams, &batch, share, comm);
   free(share);
   batch_free(&batch);

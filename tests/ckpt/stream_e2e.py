@@ -49,10 +49,13 @@ checks = Checks()
 check = checks.check
 
 
-def run(ranks, out, extra=(), hook=None, expect_ok=True):
+def launcher(ranks):
     """ranks = 0: the program alone (no mpirun banner on stderr)."""
-    launcher = [a.mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] if ranks else []
-    cmd = [*launcher, a.rnn_dist, *common, "--set", f"output.dir={out}", *extra]
+    return [a.mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] if ranks else []
+
+
+def run(ranks, out, extra=(), hook=None, expect_ok=True):
+    cmd = [*launcher(ranks), a.rnn_dist, *common, "--set", f"output.dir={out}", *extra]
     e = dict(env, RNND_FAULT_SIGNAL=hook) if hook else env
     r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300)
     if expect_ok and r.returncode != 0:
@@ -120,8 +123,7 @@ for cell in ["gru", "lstm"]:
 
 def eval_loss(ranks, model, extra):
     """`rnn_dist eval`'s loss, or NaN when it failed."""
-    launcher = [a.mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] if ranks else []
-    r = subprocess.run([*launcher, a.rnn_dist, "eval", "--checkpoint", model, "--data", f"{a.data}/test.h5",
+    r = subprocess.run([*launcher(ranks), a.rnn_dist, "eval", "--checkpoint", model, "--data", f"{a.data}/test.h5",
                         "--threads", "1", *extra], capture_output=True, text=True, env=env, timeout=300)
     last = r.stdout.strip().splitlines()[-1].split() if r.returncode == 0 and r.stdout.strip() else []
     return float(last[1]) if len(last) >= 2 and last[0] == "loss" else float("nan")
