@@ -33,10 +33,12 @@ typedef struct {
   int64_t first, count; /* this rank's streams */
 } rnnd_stream_plan;
 
-/* Fails with an input error naming `role` and data.bptt / the batch key
- * when there are fewer tokens than streams. */
+/* n_streams split among `world` ranks, this one `rank`. Fails with an
+ * input error naming `role` (the data file) and `count_key` (the setting
+ * that chose n_streams: "train.global_batch", "--streams") when a rank
+ * would get no stream or there are fewer tokens than streams. */
 void stream_plan_init(rnnd_stream_plan *p, int64_t n_tokens, int64_t n_streams, int bptt, int rank, int world,
-                      const char *role);
+                      const char *role, const char *count_key);
 int64_t stream_start(const rnnd_stream_plan *p, int64_t stream);
 int64_t stream_length(const rnnd_stream_plan *p, int64_t stream);
 /* Targets of `stream` in window w (0 past its end). */

@@ -27,8 +27,9 @@ typedef struct {
   int64_t next_window; /* of the current epoch */
 } rnnd_stream_state;
 
+/* role and count_key: as stream_plan_init's, for its errors. */
 void stream_state_init(rnnd_stream_state *s, int64_t n_tokens, int64_t n_streams, int bptt, int width,
-                       const rnnd_comm *comm, const char *role);
+                       const rnnd_comm *comm, const char *role, const char *count_key);
 void stream_state_free(rnnd_stream_state *s);
 /* Back to the first window, every stream from zeros. */
 void stream_state_rewind(rnnd_stream_state *s);

@@ -4,13 +4,13 @@
 #include "rnnd/common.h"
 
 void stream_plan_init(rnnd_stream_plan *p, int64_t n_tokens, int64_t n_streams, int bptt, int rank, int world,
-                      const char *role) {
+                      const char *role, const char *count_key) {
   if (n_streams < world)
-    rnnd_input_error("config: data.mode = stream needs at least one stream per rank: %lld streams for %d ranks (%s)",
-                     (long long)n_streams, world, role);
+    rnnd_input_error("%s: %lld streams (%s) for %d ranks: every rank needs at least one", role,
+                     (long long)n_streams, count_key, world);
   if (n_tokens < n_streams)
-    rnnd_input_error("%s: %lld tokens cannot make %lld streams (data.mode = stream)", role, (long long)n_tokens,
-                     (long long)n_streams);
+    rnnd_input_error("%s: %lld tokens cannot make %lld streams (%s)", role, (long long)n_tokens,
+                     (long long)n_streams, count_key);
   *p = (rnnd_stream_plan){.n_tokens = n_tokens, .n_streams = n_streams, .bptt = bptt};
   p->base_length = n_tokens / n_streams;
   p->n_longer = n_tokens % n_streams;

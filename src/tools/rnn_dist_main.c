@@ -189,7 +189,8 @@ static rnnd_eval_result eval_streams(const eval_args *a, const rnnd_model_shape 
     rnnd_input_error("%s: --streams needs a unidirectional model (a carried state only runs forward)", a->checkpoint);
   if (a->target_last) rnnd_input_error("eval: --streams and --target-last exclude each other (streams score every step)");
   rnnd_stream_state streams;
-  stream_state_init(&streams, ds->n_tokens, a->streams, a->max_len, rnnd_state_width(shape), comm, a->data);
+  stream_state_init(&streams, ds->n_tokens, a->streams, a->max_len, rnnd_state_width(shape), comm, a->data,
+                    "--streams");
   rnnd_backend_capacity cap = {0};
   stream_state_grow_capacity(&streams, &cap);
   rnnd_batch batch;

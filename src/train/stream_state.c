@@ -7,9 +7,9 @@
 #include "rnnd/common.h"
 
 void stream_state_init(rnnd_stream_state *s, int64_t n_tokens, int64_t n_streams, int bptt, int width,
-                       const rnnd_comm *comm, const char *role) {
+                       const rnnd_comm *comm, const char *role, const char *count_key) {
   memset(s, 0, sizeof *s);
-  stream_plan_init(&s->plan, n_tokens, n_streams, bptt, comm->rank, comm->size, role);
+  stream_plan_init(&s->plan, n_tokens, n_streams, bptt, comm->rank, comm->size, role, count_key);
   s->width = width;
   for (int i = 0; i < 2; i++) s->state[i] = RNND_ALLOC(float, s->plan.count * width, "carried stream state");
   stream_state_rewind(s);
@@ -29,8 +29,8 @@ void stream_state_rewind(rnnd_stream_state *s) {
 
 int stream_state_next(rnnd_stream_state *s, rnnd_backend *be, rnnd_piece *share, int64_t *tokens) {
   if (!be->ops->carry_state)
-    rnnd_input_error("config: data.mode = stream is not available on the %s backend (use train.device = cpu)",
-                     be->ops->name);
+    rnnd_input_error("the %s backend cannot carry a state from one batch to the next (data.mode = stream, "
+                     "eval --streams)", be->ops->name);
   *tokens = stream_window_tokens(&s->plan, s->next_window);
   int count = stream_window_pieces(&s->plan, s->next_window, share);
   /* no pieces, no batch: the backend must not keep the carry for a later one */

@@ -72,7 +72,7 @@ static void load_eval_set(rnnd_trainer *t, rnnd_eval_set *set, const char *path,
   sampler_init(&set->sampler, &set->data, &options);
   if (t->stream_mode)
     stream_state_init(&set->stream, set->data.n_tokens, t->cfg->train.eval_batch, t->cfg->data.bptt,
-                      stream_width(t->cfg), t->comm, path);
+                      stream_width(t->cfg), t->comm, path, "train.eval_batch");
   set->present = 1;
 }
 
@@ -186,7 +186,7 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
   t->task->check_data(&t->train, NULL, "training");
   if (t->stream_mode)
     stream_state_init(&t->stream, t->train.n_tokens, cfg->train.global_batch, cfg->data.bptt, stream_width(cfg), comm,
-                      cfg->data.train);
+                      cfg->data.train, "train.global_batch");
   load_eval_set(t, &t->valid, cfg->data.valid, "validation");
   load_eval_set(t, &t->test, cfg->data.test, "test");
   rnnd_sampler_options options = {.max_len = cfg->data.max_len, .batch = cfg->train.global_batch,

@@ -21,7 +21,10 @@ between windows, over ranks and across a resume.
     same validation loss over streams, for GRU and LSTM;
   - `rnn_dist eval --streams` of the model file, at 1 and 2 ranks, prints the
     run's validation loss over streams; as pieces (no carried state) it
-    differs; too many streams for the data set: one error line naming it.
+    differs; too many streams for the data set: one error line naming it
+    and --streams;
+  - fewer streams than ranks (train.global_batch = 1 at 2 ranks): the error
+    names the training file and train.global_batch, no model file.
 usage: stream_e2e.py --rnn-dist BIN --mpirun MPIEXEC --data DIR --work DIR --torch-lm SCRIPT"""
 import os
 import shutil
@@ -175,6 +178,11 @@ check(r.returncode == 2 and len(lines) == 1 and "ckpt_step00000002.h5" in lines[
 r = subprocess.run([a.rnn_dist, "eval", "--checkpoint", os.path.join(pieces, "model.h5"), "--data",
                     f"{a.data}/test.h5", "--streams", "16000000"], capture_output=True, text=True, env=env, timeout=60)
 lines = r.stderr.strip().splitlines()
-check(r.returncode == 2 and len(lines) == 1 and "test.h5" in lines[0] and "16000000 streams" in lines[0],
+check(r.returncode == 2 and len(lines) == 1 and "test.h5" in lines[0] and "16000000 streams (--streams)" in lines[0],
       f"eval --streams 16000000: exit {r.returncode}, stderr {lines[-1:] if lines else ''}")
+# Fewer streams than ranks: the error names the training file and the key.
+r = run(2, os.path.join(a.work, "too_few"), ["--set", "train.global_batch=1"], expect_ok=False)
+named = [line for line in r.stderr.splitlines() if "valid.h5: 1 streams (train.global_batch) for 2 ranks" in line]
+check(r.returncode != 0 and named and not os.path.exists(os.path.join(a.work, "too_few", "model.h5")),
+      f"train.global_batch = 1 stream at 2 ranks: exit {r.returncode}, {named[:1]}")
 checks.finish()

@@ -42,7 +42,7 @@ static void check_plan(int64_t n_tokens, int64_t n_streams, int bptt, int world)
   rnnd_piece *pieces = RNND_ALLOC(rnnd_piece, n_streams, "pieces");
   rnnd_stream_plan p;
   for (int r = 0; r < world; r++) {
-    stream_plan_init(&p, n_tokens, n_streams, bptt, r, world, "plan test");
+    stream_plan_init(&p, n_tokens, n_streams, bptt, r, world, "plan test", "test");
     counts_ok &= p.first == next_first;
     next_first = p.first + p.count;
     for (int64_t w = 0; w < p.n_windows; w++) {
@@ -116,7 +116,7 @@ static rnnd_backend *backend(const setup *s, int max_steps, int segment) {
  * leaves the state before window `stop` in state_at_stop (if not NULL). */
 static double windows_nll(const setup *s, rnnd_backend *be, int64_t stop, float *state_at_stop) {
   rnnd_stream_plan p;
-  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "carry test");
+  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "carry test", "test");
   float *state[2] = {calloc((size_t)N_STREAMS * s->width, sizeof(float)),
                      calloc((size_t)N_STREAMS * s->width, sizeof(float))};
   rnnd_piece pieces[N_STREAMS];
@@ -141,7 +141,7 @@ static double windows_nll(const setup *s, rnnd_backend *be, int64_t stop, float 
 /* Every stream as one piece from a zero state. */
 static double whole_streams_nll(const setup *s) {
   rnnd_stream_plan p;
-  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "carry test");
+  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "carry test", "test");
   rnnd_piece pieces[N_STREAMS];
   int longest = (int)stream_length(&p, 0);
   for (int i = 0; i < N_STREAMS; i++)
@@ -173,7 +173,7 @@ static double window_loss(rnnd_backend *be, window *w, const float *params, floa
 static void check_window_gradient(const setup *s, const char *cell) {
   const int64_t w_index = 3;
   rnnd_stream_plan p;
-  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "gradient test");
+  stream_plan_init(&p, N_TOKENS, N_STREAMS, BPTT, 0, 1, "gradient test", "test");
   float *state_in = calloc((size_t)N_STREAMS * s->width, sizeof(float));
   float *state_out = calloc((size_t)N_STREAMS * s->width, sizeof(float));
   rnnd_backend *whole = backend(s, BPTT, 0), *segmented = backend(s, BPTT, 8);
