@@ -94,7 +94,7 @@ static const config_key config_keys[] = {
     {"train", "log_every", KEY_LONG, AT(train.log_every), "50", 1, 9.0e15, NULL, "steps between progress lines"},
     {"train", "eval_every", KEY_LONG, AT(train.eval_every), "0", 0, 9.0e15, NULL, "steps between validation runs; 0 = only at the end"},
     {"train", "threads", KEY_INT, AT(train.threads), "0", 0, 4096, NULL, "CPU threads for BLAS and kernels; 0 = all cores"},
-    {"train", "time_limit_s", KEY_DOUBLE, AT(train.time_limit_s), "0", 0, 1e9, NULL, "stop training after this many seconds (then evaluate and save); 0 = none"},
+    {"train", "time_limit_s", KEY_DOUBLE, AT(train.time_limit_s), "0", 0, 1e9, NULL, "stop training after this many seconds of this start (then evaluate and save; a resumed run has the whole limit again, as each job of a requeued Slurm run has its own); 0 = none"},
 
     {"amp", "loss_scaling", KEY_BOOL, AT(amp.loss_scaling), "true", 0, 1, NULL, "fp16: dynamic loss scaling (false: a fixed scale of 1, to see the underflow it prevents)"},
     {"amp", "init_scale", KEY_DOUBLE, AT(amp.init_scale), "65536", 1e-30, 1e30, NULL, "fp16: initial loss scale (2^16, as GradScaler and apex)"},

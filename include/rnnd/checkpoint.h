@@ -11,6 +11,8 @@
  *   /amp        loss scale, growth tracker, skipped-step count
  *   /state      step, epoch, next_batch (index of the next global batch in
  *               the epoch's plan), seed, tokens_seen, best_valid_loss,
+ *               train_seconds (the training clock, which a resumed run
+ *               continues; absent in older checkpoints: read as 0),
  *               world_size (informational: resuming at another is fine)
  *   /config     the fully resolved configuration (INI text), as attribute
  *   /vocab ...  what a model file carries for inference (model_meta.h)
@@ -42,6 +44,7 @@ typedef struct {
   int64_t step, epoch, next_batch, tokens_seen;
   uint64_t seed;
   double best_valid_loss;
+  double train_seconds; /* the run's training clock at `step`, over every start */
   int world_size;
 } rnnd_train_state;
 

@@ -86,7 +86,8 @@ typedef struct {
   int64_t fault_exit_step;   /* test hook (RNND_FAULT_EXIT): this rank exits (code 3) inside that step */
   int64_t fault_hang_step;   /* test hook (RNND_FAULT_HANG): this rank stops responding inside that step */
   FILE *log;                 /* rank 0: OUTPUT/train.log */
-  double start_time;
+  double start_time;         /* rnnd_now() when this process started training */
+  double clock_before;       /* the run's training clock at that moment (a resume's checkpoint; 0 fresh) */
   int64_t start_step;        /* step and tokens this process started at (resume) */
   int64_t start_tokens;
   double best_valid_loss;    /* lowest validation loss so far (inf: none) */
@@ -104,6 +105,11 @@ void trainer_init(rnnd_trainer *t, const rnnd_config *cfg, const rnnd_comm *comm
 /* Trains to the end (or the time limit, or a preemption signal, after which
  * every rank checkpoints); returns the process exit code. */
 int trainer_run(rnnd_trainer *t);
+/* The run's training clock: seconds trained by every start so far (a
+ * resumed run continues its checkpoint's; the time between that checkpoint
+ * and the stop, trained again, counts once). Metrics' elapsed_s and the
+ * progress line show it; train.time_limit_s counts this start only. */
+double trainer_clock(const rnnd_trainer *t);
 
 /* One optimizer step (for tests and tools that drive training themselves). */
 typedef struct {

@@ -71,6 +71,7 @@ static void write_amp_and_state(const char *path, hid_t file, const rnnd_loss_sc
   h5_write_int_attr(path, g, "tokens_seen", st->tokens_seen);
   h5_write_int_attr(path, g, "seed", (int64_t)st->seed);
   h5_write_double_attr(path, g, "best_valid_loss", st->best_valid_loss);
+  h5_write_double_attr(path, g, "train_seconds", st->train_seconds);
   h5_write_int_attr(path, g, "world_size", st->world_size);
   if (c->stream_state) {
     rnnd_param_view v = stream_state_view(c->n_streams, c->stream_width);
@@ -247,10 +248,14 @@ static void read_amp_and_state(const char *path, hid_t file, rnnd_loss_scaler *s
   st->tokens_seen = h5_read_int_attr(path, g, "/state", "tokens_seen");
   st->seed = (uint64_t)h5_read_int_attr(path, g, "/state", "seed");
   st->best_valid_loss = h5_read_double_attr(path, g, "/state", "best_valid_loss");
+  /* written since the training clock continues across resumes */
+  st->train_seconds = h5_has_attr(g, "train_seconds") ? h5_read_double_attr(path, g, "/state", "train_seconds") : 0.0;
   st->world_size = (int)h5_read_int_attr(path, g, "/state", "world_size");
   H5Gclose(g);
   if (st->step < 0 || st->epoch < 0 || st->next_batch < 0)
     rnnd_input_error("%s: /state holds a negative step, epoch or batch index", path);
+  if (!(st->train_seconds >= 0.0 && st->train_seconds < 1e12))
+    rnnd_input_error("%s: /state train_seconds = %g is not a duration", path, st->train_seconds);
 }
 
 void checkpoint_load(const char *path, const rnnd_layout *layout, float *params, rnnd_optimizer *optimizer,

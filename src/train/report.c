@@ -95,7 +95,7 @@ void report_step(rnnd_trainer *t, rnnd_interval *iv, const rnnd_step_stats *st) 
   rnnd_quality q = t->task->quality(st->nll, st->examples, &st->head);
   rnnd_step_metrics row = {.step = t->step, .epoch = t->epoch, .loss = q.loss, .tokens = st->tokens, .lr = st->lr,
                            .grad_norm = st->grad_norm, .imbalance = st->imbalance, .compute_s = st->compute_s,
-                           .comm_s = st->comm_s, .elapsed_s = rnnd_now() - t->start_time,
+                           .comm_s = st->comm_s, .elapsed_s = trainer_clock(t),
                            .loss_scale = st->loss_scale, .skipped = st->skipped,
                            .growth_tracker = t->scaler.growth_tracker, .underflow = st->underflow,
                            .ppl = exp(q.loss), .tokens_per_s = (double)st->tokens / st->step_s,
@@ -106,13 +106,14 @@ void report_step(rnnd_trainer *t, rnnd_interval *iv, const rnnd_step_stats *st) 
 
 /* tok/s is the whole job's; imbalance is the mean over the interval's steps
  * of max/mean tokens per rank; comm is rank 0's share of step time spent in
- * the gradient all-reduce (waiting for slower ranks included). */
+ * the gradient all-reduce (waiting for slower ranks included). elapsed is
+ * the run's training clock (trainer_clock); the ETA is this start's pace. */
 void report_progress(rnnd_trainer *t, rnnd_interval *iv, const rnnd_step_stats *st) {
-  double now = rnnd_now(), elapsed = now - t->start_time, seconds = now - iv->start;
+  double now = rnnd_now(), elapsed = trainer_clock(t), seconds = now - iv->start;
   rnnd_quality q = t->task->quality(iv->nll, iv->examples, &iv->head);
   char quality[48];
   t->task->progress_text(&q, quality, sizeof quality);
-  double eta = elapsed / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
+  double eta = (now - t->start_time) / (double)(t->step - t->start_step) * (double)(t->total_steps - t->step);
   double busy = iv->compute_s + iv->comm_s;
   char elapsed_text[32], eta_text[32], amp_text[96] = "";
   format_duration(elapsed_text, sizeof elapsed_text, elapsed);

@@ -146,6 +146,7 @@ static void resume_from(rnnd_trainer *t, const char *path) {
   t->epoch = st.epoch;
   t->tokens_seen = st.tokens_seen;
   t->best_valid_loss = st.best_valid_loss;
+  t->clock_before = st.train_seconds;
   t->resumed = 1;
   rnnd_print0("rnn_dist: resumed from %s at step %lld (epoch %lld, batch %lld; saved by %d rank%s)\n", path,
               (long long)st.step, (long long)st.epoch, (long long)st.next_batch, st.world_size,
@@ -487,7 +488,8 @@ static void save_checkpoint(rnnd_trainer *t) {
   int64_t next_batch = t->stream_mode ? t->stream.next_window : t->train_sampler.next_batch;
   rnnd_train_state state = {.step = t->step, .epoch = t->epoch, .next_batch = next_batch,
                             .tokens_seen = t->tokens_seen, .seed = (uint64_t)t->cfg->train.seed,
-                            .best_valid_loss = t->best_valid_loss, .world_size = t->comm->size};
+                            .best_valid_loss = t->best_valid_loss, .train_seconds = trainer_clock(t),
+                            .world_size = t->comm->size};
   const char *delay = getenv("RNND_FAULT_CHECKPOINT_DELAY"); /* test hook: seconds */
   rnnd_checkpoint_view view = {.layout = &t->layout, .params = t->params, .optimizer = &t->optimizer,
                                .scaler = &t->scaler, .state = &state, .config_text = config_text,
@@ -542,6 +544,8 @@ static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
   return RNND_EXIT_INTERNAL;
 }
 
+double trainer_clock(const rnnd_trainer *t) { return t->clock_before + (rnnd_now() - t->start_time); }
+
 int trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   report_header(t);
@@ -550,7 +554,8 @@ int trainer_run(rnnd_trainer *t) {
   t->start_tokens = t->tokens_seen;
   rnnd_interval iv = {.start = t->start_time};
   rnnd_step_stats st = {0};
-  int64_t valid_step = -1; /* step of the last validation, so the end does not repeat it */
+  int64_t valid_step = -1;      /* step of the last validation, so the end does not repeat it */
+  int64_t checkpoint_step = -1; /* step of the last checkpoint, likewise */
   stop_reason stop = KEEP_GOING;
   while (t->step < t->total_steps && (stop = should_stop(t)) == KEEP_GOING) {
     st = trainer_train_step(t);
@@ -564,17 +569,21 @@ int trainer_run(rnnd_trainer *t) {
       valid_step = t->step;
     }
     if (cfg->output.save_every && t->step % cfg->output.save_every == 0) save_model(t);
-    if (cfg->output.checkpoint_every && t->step % cfg->output.checkpoint_every == 0) save_checkpoint(t);
+    if (cfg->output.checkpoint_every && t->step % cfg->output.checkpoint_every == 0) {
+      save_checkpoint(t);
+      checkpoint_step = t->step;
+    }
   }
   if (iv.tokens) report_progress(t, &iv, &st);
   if (stop == PREEMPTED) {
-    trainer_log(t, "preempted: every rank stopped after step %lld; checkpointing and exiting with code %d\n",
-                (long long)t->step, cfg->output.preempt_exit_code);
-    save_checkpoint(t);
+    trainer_log(t, "preempted: every rank stopped after step %lld; %s and exiting with code %d\n",
+                (long long)t->step, checkpoint_step == t->step ? "its checkpoint is written" : "checkpointing",
+                cfg->output.preempt_exit_code);
+    if (checkpoint_step != t->step) save_checkpoint(t);
     metrics_flush(&t->metrics);
     return cfg->output.preempt_exit_code;
   }
-  save_checkpoint(t);
+  if (checkpoint_step != t->step) save_checkpoint(t);
   double train_seconds = rnnd_now() - t->start_time;
   save_model(t);
   if (t->valid.present && valid_step != t->step) run_eval(t, &t->valid, "valid");

@@ -7,8 +7,9 @@ then train again, stopped after K steps by SIGTERM (raised by the
 RNND_FAULT_SIGNAL test hook inside the process, through the real handler;
 on the last rank, so with 2 ranks one that is not rank 0),
 which must checkpoint and exit 0, and resume with --resume auto to N steps.
-The final parameters must be bitwise equal, and metrics.h5 must hold every
-step once. Also:
+The final parameters must be bitwise equal, metrics.h5 must hold every
+step once, and its elapsed_s must go on from the checkpoint's training
+clock (never fall). Also:
   - resume at another world size (stopped at 4 ranks, resumed at 2 and at 1):
     the same global batches, losses within 1e-4 of the uninterrupted 4-rank run;
   - a second signal while the checkpoint is being written changes nothing;
@@ -99,6 +100,14 @@ for cell in ["gru", "lstm"]:
                 gate = f["hist"]["l1_f" if cell == "lstm" else "l1_z"]
                 rows_ok = gate.shape == (N // 4, 32) and all(gate[i].sum() > 0 for i in range(gate.shape[0]))
             check(hist_steps == [4, 8, 12, 16] and rows_ok, f"{name}: histograms at steps {hist_steps}")
+            # The training clock continues across the resume: elapsed_s never falls, and the last
+            # checkpoint holds the clock of its step.
+            elapsed = read_series(os.path.join(split, "metrics.h5"))["elapsed_s"]
+            with h5py.File(os.path.join(split, f"ckpt_step{N:08d}.h5"), "r") as f:
+                clock = f["state"].attrs["train_seconds"]
+            check(all(np.diff(elapsed) >= 0) and elapsed[K] >= elapsed[K - 1] and clock >= elapsed[-1],
+                  f"{name}: elapsed_s {elapsed[K - 1]:.3f} at step {K}, {elapsed[K]:.3f} after the resume, "
+                  f"{elapsed[-1]:.3f} at the end, checkpoint clock {clock:.3f}")
 
 # Another world size: stop at 4 ranks, resume at 2 and 1.
 ref = os.path.join(a.work, "ws4_straight")
