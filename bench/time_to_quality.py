@@ -22,9 +22,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def continued_clock(elapsed):
+    """elapsed_s with every fall undone: builds before the checkpoint kept
+    the training clock restarted it at each resume, so each later start is
+    placed after the step it resumed from."""
+    out, offset = np.array(elapsed, dtype=float), 0.0
+    for i in range(1, len(out)):
+        if elapsed[i] < elapsed[i - 1]:
+            offset = out[i - 1]
+        out[i] = elapsed[i] + offset
+    return out
+
+
 def rnn_dist_curve(run):
     with h5py.File(f"{run}/metrics.h5", "r") as f:
-        steps, elapsed = f["train/step"][:], f["train/elapsed_s"][:]
+        steps, elapsed = f["train/step"][:], continued_clock(f["train/elapsed_s"][:])
         val_steps, ppl = f["val/step"][:], f["val/ppl"][:]
     at = {int(s): float(e) for s, e in zip(steps, elapsed)}
     return np.array([at.get(int(s), np.nan) / 60.0 for s in val_steps]), np.array(ppl, dtype=float)
