@@ -25,7 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 def continued_clock(elapsed):
     """elapsed_s with every fall undone: builds before the checkpoint kept
     the training clock restarted it at each resume, so each later start is
-    placed after the step it resumed from."""
+    placed after the step it resumed from. A restart is seen only where the
+    clock falls (an earlier start shorter than the later one's first step
+    would go unseen)."""
     out, offset = np.array(elapsed, dtype=float), 0.0
     for i in range(1, len(out)):
         if elapsed[i] < elapsed[i - 1]:

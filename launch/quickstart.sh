@@ -7,8 +7,9 @@
 # generate), plots its metrics (rnn_plot) and says where everything went.
 # Extra arguments are passed to rnn_dist (e.g. --set train.steps=100).
 # Environment: RNND_BUILD_DIR (default build), RNND_DATA_DIR (the prepared
-# corpus, default data/bible-kjv; prepared there when it has no train.h5),
-# RNND_OUT (the run's output directory, default runs/quickstart).
+# corpus, default data/bible-kjv; prepared there when it has no train.h5;
+# also what eval reads, so set this rather than --set data.dir), RNND_OUT
+# (the run's output directory, default runs/quickstart).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -91,7 +91,7 @@ typedef struct {
   long log_every;
   long eval_every;   /* 0 = only at the end */
   int threads;       /* 0 = all available cores */
-  double time_limit_s; /* 0 = no limit; stop (and save) once exceeded */
+  double time_limit_s; /* of this start (a resumed run has it afresh); 0 = no limit; stop (and save) once exceeded */
 } rnnd_train_config;
 
 /* Dynamic loss scaling for fp16 (PyTorch GradScaler / apex defaults). */

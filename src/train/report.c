@@ -219,12 +219,16 @@ static void report_split_summary(rnnd_trainer *t, const rnnd_eval_set *set, cons
 }
 
 void report_summary(rnnd_trainer *t, double train_seconds) {
-  char took[32];
+  char took[32], clock[32], this_start[96] = "";
   format_duration(took, sizeof took, train_seconds);
-  trainer_log(t, "summary: %lld steps, %lld tokens in %s (%.0f tok/s), memory held %.0f MiB (rank 0's peak RSS %.0f "
-              "MiB)\n", (long long)t->step, (long long)t->tokens_seen, took,
-              (double)(t->tokens_seen - t->start_tokens) / train_seconds, (double)memory_bytes(t) / 1048576.0,
-              peak_rss_mib());
+  format_duration(clock, sizeof clock, t->clock_before + train_seconds);
+  if (t->resumed)
+    snprintf(this_start, sizeof this_start, "; this start %lld steps in %s", (long long)(t->step - t->start_step),
+             took);
+  trainer_log(t, "summary: %lld steps, %lld tokens in %s of training (%.0f tok/s%s), memory held %.0f MiB (rank 0's "
+              "peak RSS %.0f MiB)\n", (long long)t->step, (long long)t->tokens_seen, clock,
+              (double)(t->tokens_seen - t->start_tokens) / train_seconds, this_start,
+              (double)memory_bytes(t) / 1048576.0, peak_rss_mib());
   rnnd_memory m = trainer_memory(t);
   trainer_log(t, "summary: memory (MiB) weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f (%s), "
               "workspace %.1f (grew %lld time%s), data %.1f%s\n", m.weights / 1048576.0, m.gradients / 1048576.0,

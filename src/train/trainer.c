@@ -576,8 +576,8 @@ int trainer_run(rnnd_trainer *t) {
   }
   if (iv.tokens) report_progress(t, &iv, &st);
   if (stop == PREEMPTED) {
-    trainer_log(t, "preempted: every rank stopped after step %lld; %s and exiting with code %d\n",
-                (long long)t->step, checkpoint_step == t->step ? "its checkpoint is written" : "checkpointing",
+    trainer_log(t, "preempted: every rank stopped after step %lld; %s; exiting with code %d\n",
+                (long long)t->step, checkpoint_step == t->step ? "that step is already checkpointed" : "checkpointing",
                 cfg->output.preempt_exit_code);
     if (checkpoint_step != t->step) save_checkpoint(t);
     metrics_flush(&t->metrics);

@@ -18,6 +18,9 @@ clock (never fall). Also:
     .tmp file open for a while): the previous checkpoint and `latest` stay
     valid, and --resume auto continues from them to the same end;
   - output.keep: only the newest checkpoints stay, `latest` names the newest;
+  - a step both checkpoint_every's and the last (or the preempted) one is
+    checkpointed once; a checkpoint without /state train_seconds (older
+    builds) resumes bitwise;
   - a real SIGUSR1 (and SIGTERM) sent to mpirun from outside stops a 2-rank
     job with a checkpoint (SIGUSR1: exit 0) that resumes;
   - a checkpoint evaluated by PyTorch (bench/torch_lm.py) gives rnn_dist
@@ -84,6 +87,8 @@ for cell in ["gru", "lstm"]:
             check(r2.returncode == 0 and "preempted: every rank stopped after step 7" in r2.stdout,
                   f"{name}: SIGTERM did not stop the run at step {K} with exit 0")
             check(not os.path.exists(os.path.join(split, "model.h5")), f"{name}: a preempted run wrote model.h5")
+            with h5py.File(os.path.join(split, f"ckpt_step{K:08d}.h5"), "r") as f:
+                clock_at_stop = float(f["state"].attrs.get("train_seconds", -1.0))
             r3 = run(ranks, split, [*extra, "--resume", "auto"])
             if r1.returncode or r2.returncode or r3.returncode:
                 check(False, f"{name}: a run failed")
@@ -100,14 +105,13 @@ for cell in ["gru", "lstm"]:
                 gate = f["hist"]["l1_f" if cell == "lstm" else "l1_z"]
                 rows_ok = gate.shape == (N // 4, 32) and all(gate[i].sum() > 0 for i in range(gate.shape[0]))
             check(hist_steps == [4, 8, 12, 16] and rows_ok, f"{name}: histograms at steps {hist_steps}")
-            # The training clock continues across the resume: elapsed_s never falls, and the last
-            # checkpoint holds the clock of its step.
+            # The training clock continues across the resume: the checkpoint of the stop holds the
+            # clock after step K's row, the resumed run's first row comes after it, and elapsed_s
+            # never falls (a clock restarted at the resume would put step K+1 before the stop).
             elapsed = read_series(os.path.join(split, "metrics.h5"))["elapsed_s"]
-            with h5py.File(os.path.join(split, f"ckpt_step{N:08d}.h5"), "r") as f:
-                clock = f["state"].attrs["train_seconds"]
-            check(all(np.diff(elapsed) >= 0) and elapsed[K] >= elapsed[K - 1] and clock >= elapsed[-1],
-                  f"{name}: elapsed_s {elapsed[K - 1]:.3f} at step {K}, {elapsed[K]:.3f} after the resume, "
-                  f"{elapsed[-1]:.3f} at the end, checkpoint clock {clock:.3f}")
+            check(0 < elapsed[K - 1] <= clock_at_stop <= elapsed[K] and all(np.diff(elapsed) >= 0),
+                  f"{name}: elapsed_s {elapsed[K - 1]:.3f} at step {K}, checkpoint clock {clock_at_stop:.3f}, "
+                  f"{elapsed[K]:.3f} at step {K + 1} after the resume")
 
 # Another world size: stop at 4 ranks, resume at 2 and 1.
 ref = os.path.join(a.work, "ws4_straight")
@@ -136,6 +140,27 @@ print(f"checkpoint_every 3, keep 2: {kept}, latest -> {latest}")
 check(kept == ["ckpt_step00000015.h5", "ckpt_step00000016.h5"], f"kept {kept}")
 check(latest == "ckpt_step00000016.h5", f"latest names {latest}")
 check(not any(f.endswith(".tmp") for f in os.listdir(keep)), "a .tmp file was left behind")
+
+# A step that is both a checkpoint_every step and the last (or the preempted) one is written once.
+once = os.path.join(a.work, "once")
+run(1, once, ["--set", "output.checkpoint_every=4"])
+lines = [x for x in open(os.path.join(once, "train.log")) if x.startswith(f"checkpoint step {N} ")]
+check(len(lines) == 1, f"checkpoint_every 4, {N} steps: step {N} checkpointed {len(lines)} times")
+stopped_at_8 = os.path.join(a.work, "once_preempted")
+r = run(1, stopped_at_8, ["--set", "output.checkpoint_every=4"], hook="0:8")
+lines = [x for x in open(os.path.join(stopped_at_8, "train.log")) if x.startswith("checkpoint step 8 ")]
+check(r.returncode == 0 and len(lines) == 1 and "step 8; that step is already checkpointed" in r.stdout,
+      f"preempted at checkpoint step 8: exit {r.returncode}, checkpointed {len(lines)} times")
+# A checkpoint from before the training clock was saved (no /state train_seconds) still resumes,
+# bitwise, its clock starting from 0.
+old = os.path.join(a.work, "old_checkpoint.h5")
+shutil.copy(os.path.join(stopped_at_8, "ckpt_step00000008.h5"), old)
+with h5py.File(old, "r+") as f:
+    del f["state"].attrs["train_seconds"]
+r = run(1, os.path.join(a.work, "from_old"), ["--resume", old])
+same = r.returncode == 0 and all(np.array_equal(v, model_params(os.path.join(a.work, "gru_fp32_np1_straight"))[k])
+                                 for k, v in model_params(os.path.join(a.work, "from_old")).items())
+check(same and "resumed from" in r.stdout, f"a checkpoint without train_seconds: exit {r.returncode}, bitwise {same}")
 
 # SIGKILL while a checkpoint is being written.
 killed = os.path.join(a.work, "killed")
