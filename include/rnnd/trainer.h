@@ -14,6 +14,7 @@
 #include "rnnd/backend.h"
 #include "rnnd/batch.h"
 #include "rnnd/comm.h"
+#include "rnnd/common.h"
 #include "rnnd/config.h"
 #include "rnnd/dataset.h"
 #include "rnnd/deal.h"
@@ -109,7 +110,7 @@ int trainer_run(rnnd_trainer *t);
  * resumed run continues its checkpoint's; the time between that checkpoint
  * and the stop, trained again, counts once). Metrics' elapsed_s and the
  * progress line show it; train.time_limit_s counts this start only. */
-double trainer_clock(const rnnd_trainer *t);
+static inline double trainer_clock(const rnnd_trainer *t) { return t->clock_before + (rnnd_now() - t->start_time); }
 
 /* One optimizer step (for tests and tools that drive training themselves). */
 typedef struct {

@@ -544,8 +544,6 @@ static int stop_on_nonfinite(rnnd_trainer *t, const rnnd_step_stats *st) {
   return RNND_EXIT_INTERNAL;
 }
 
-double trainer_clock(const rnnd_trainer *t) { return t->clock_before + (rnnd_now() - t->start_time); }
-
 int trainer_run(rnnd_trainer *t) {
   const rnnd_config *cfg = t->cfg;
   report_header(t);
